@@ -1,0 +1,33 @@
+"""bnnkit: Bayesian neural networks in PyTorch.
+
+Take any ``torch.nn.Module``, put a prior on it, get a posterior by sampling or variational
+inference, and use it: predictive distributions, calibrated uncertainty, OOD scores.
+"""
+
+from .core.driver import sample
+from .core.flat import FlatView
+from .core.posterior import Posterior
+from .core.samples import Samples
+from .core.target import Target, as_target
+from .likelihoods import Bernoulli, Categorical, Gaussian
+from .priors import GaussianPrior, LaplacePrior, ScaleMixturePrior
+from .samplers import HMC, RandomWalkMH
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "sample",
+    "Posterior",
+    "Samples",
+    "Target",
+    "as_target",
+    "FlatView",
+    "Gaussian",
+    "Bernoulli",
+    "Categorical",
+    "GaussianPrior",
+    "ScaleMixturePrior",
+    "LaplacePrior",
+    "HMC",
+    "RandomWalkMH",
+]

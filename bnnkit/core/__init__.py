@@ -1,0 +1,1 @@
+"""Core building blocks: flat parameter views, targets, posteriors, kernels, the driver."""

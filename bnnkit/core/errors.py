@@ -1,0 +1,39 @@
+"""Input validation with messages that say what is wrong and what to do."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+
+class BnnkitError(ValueError):
+    """Raised for invalid user input; the message names the problem and the fix."""
+
+
+def check_positive(name: str, value: float | Tensor, hint: str = "") -> None:
+    v = float(value) if not isinstance(value, Tensor) else float(value.min())
+    if not math.isfinite(v) or v <= 0:
+        extra = f" {hint}" if hint else ""
+        raise BnnkitError(f"{name} must be a positive finite number, got {value!r}.{extra}")
+
+
+def check_int_at_least(name: str, value: int, minimum: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise BnnkitError(f"{name} must be an integer >= {minimum}, got {value!r}.")
+
+
+def check_finite_rows(name: str, tensor: Tensor) -> None:
+    """Raise if ``tensor`` has NaN/inf entries, naming how many rows and the first few."""
+    if not torch.is_floating_point(tensor):
+        return
+    bad = ~torch.isfinite(tensor)
+    if bad.any():
+        rows = bad.reshape(bad.shape[0], -1).any(dim=1) if bad.ndim > 0 else bad.reshape(1)
+        idx = torch.nonzero(rows).flatten().tolist()
+        shown = ", ".join(str(i) for i in idx[:5]) + (", ..." if len(idx) > 5 else "")
+        raise BnnkitError(
+            f"{name} contains NaN or inf in {len(idx)} of {rows.numel()} rows "
+            f"(rows {shown}); remove or impute those rows before sampling."
+        )

@@ -1,0 +1,243 @@
+"""A Bayesian model over any ``nn.Module``: likelihood x prior, with minibatch scaling.
+
+.. math::
+
+    \\log p(w \\mid D) \\doteq \\frac{N}{M} \\sum_{i \\in B} \\log p(y_i \\mid f(x_i; w)) + \\log p(w)
+
+for a minibatch ``B`` of ``M`` rows out of ``N``.  The module is used functionally through
+``torch.func.functional_call``: parameters are a dict of tensors, buffers pass through unchanged,
+and the module's own parameters are never modified.  Parameters outside ``bayesian`` stay fixed at
+their current values (e.g. a Bayesian last layer on top of a fixed feature extractor).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+
+import torch
+from torch import Tensor, nn
+from torch.func import functional_call
+
+from ..likelihoods.base import Likelihood
+from ..priors.base import Prior
+from .errors import BnnkitError, check_finite_rows
+from .flat import FlatView
+from .random import gamma
+from .target import Target
+from .types import Batch
+
+LIK = "likelihood."
+PRIOR = "prior."
+
+
+class Posterior:
+    """Posterior over the parameters of ``module``.
+
+    Args:
+        module: any ``nn.Module``; its output for inputs ``X`` is fed to the likelihood.
+        likelihood: e.g. :class:`~bnnkit.likelihoods.Gaussian`.
+        prior: e.g. :class:`~bnnkit.priors.GaussianPrior`, laid over the sampled parameters.
+        num_data: N, the training-set size; a batch of M rows is scaled by N/M. ``None`` means
+            every batch is the full data set (no scaling).
+        bayesian: which parameters are sampled: ``None`` (all), names or name prefixes
+            (``["2."]`` for the last layer of a ``Sequential``), or a predicate on the name.
+    """
+
+    def __init__(
+        self,
+        module: nn.Module,
+        likelihood: Likelihood,
+        prior: Prior,
+        num_data: int | None = None,
+        bayesian: Iterable[str] | Callable[[str], bool] | None = None,
+    ):
+        if num_data is not None and (not isinstance(num_data, int) or num_data < 1):
+            raise BnnkitError(f"num_data must be a positive integer (the training-set size N), got {num_data!r}.")
+        self.module = module
+        self.likelihood = likelihood
+        self.prior = prior
+        self.num_data = num_data
+        named = dict(module.named_parameters())
+        if not named:
+            raise BnnkitError(
+                f"{type(module).__name__} has no parameters; a Bayesian model needs at least one parameter."
+            )
+        select = _selector(bayesian, named)
+        net = {n: p.detach().clone() for n, p in named.items() if select(n)}
+        if not net:
+            raise BnnkitError(
+                f"bayesian={bayesian!r} selects none of the module's parameters ({', '.join(named)})."
+            )
+        for n in net:
+            if n.startswith((LIK, PRIOR)):
+                raise BnnkitError(f"parameter name {n!r} clashes with bnnkit's reserved prefixes; rename the submodule.")
+        self.fixed = {n: p.detach() for n, p in named.items() if n not in net}
+        self.net_names = tuple(net)
+        self.net_view = FlatView(net)
+        self.bound_prior = prior.bind(self.net_view)
+        dtype = self.net_view.dtype
+        extras: dict[str, Tensor] = {}
+        for k, v in likelihood.extra_params().items():
+            extras[LIK + k] = v.to(dtype).reshape(1)
+        for k, v in self.bound_prior.extra.items():
+            extras[PRIOR + k] = v.to(dtype).reshape(1)
+        self.initial_extras = extras
+        self.view = FlatView({**net, **extras})
+        self.d_net = self.net_view.size
+
+    # ------------------------------------------------------------------ evaluation
+    def split(self, x: Tensor) -> tuple[dict[str, Tensor], dict[str, Tensor], dict[str, Tensor]]:
+        """Split a flat vector into (network params, likelihood extras, prior extras)."""
+        p = self.view.unravel(x)
+        net = {n: p[n] for n in self.net_names}
+        lik = {n[len(LIK):]: v.squeeze(-1) for n, v in p.items() if n.startswith(LIK)}
+        pri = {n[len(PRIOR):]: v.squeeze(-1) for n, v in p.items() if n.startswith(PRIOR)}
+        return net, lik, pri
+
+    def forward(self, net_params: Mapping[str, Tensor], inputs: Tensor) -> Tensor:
+        """Network output at ``inputs`` for the given (sampled) parameters."""
+        return functional_call(self.module, {**self.fixed, **net_params}, (inputs,))
+
+    def scale(self, batch: Batch) -> float:
+        m = _rows(batch)
+        return 1.0 if self.num_data is None else self.num_data / m
+
+    def log_likelihood_flat(self, x: Tensor, batch: Batch) -> Tensor:
+        """Minibatch log-likelihood scaled by N/M."""
+        inputs, targets = batch
+        net, lik, _ = self.split(x)
+        return self.scale(batch) * self.likelihood.log_prob(self.forward(net, inputs), targets, lik)
+
+    def log_prior_flat(self, x: Tensor) -> Tensor:
+        _, lik, pri = self.split(x)
+        w = x[..., : self.d_net]
+        return (
+            self.bound_prior.log_prob(w, pri)
+            + self.bound_prior.extra_log_prior(pri)
+            + self.likelihood.extra_log_prior(lik)
+        )
+
+    def log_prob_flat(self, x: Tensor, batch: Batch) -> Tensor:
+        return self.log_likelihood_flat(x, batch) + self.log_prior_flat(x)
+
+    def log_prob(self, params: Mapping[str, Tensor], batch: Batch) -> Tensor:
+        """Unnormalised log posterior of ``params`` (a dict over :attr:`view` names) on ``batch``."""
+        return self.log_prob_flat(self.view.ravel(params), batch)
+
+    def grad_log_prob(self, params: Mapping[str, Tensor], batch: Batch) -> dict[str, Tensor]:
+        """Gradient of :meth:`log_prob` as a dict, via ``torch.func.grad``."""
+        return torch.func.grad(self.log_prob)(dict(params), batch)
+
+    # ------------------------------------------------------------------ flat target
+    def target(self) -> Target:
+        """This posterior as a flat :class:`~bnnkit.core.target.Target` for the samplers."""
+        conj: dict[str, Callable[[Tensor, Batch, torch.Generator], Tensor]] = {}
+        for k, fn in self.bound_prior.conjugate.items():
+            conj[PRIOR + k] = lambda x, batch, gen, fn=fn: fn(x[: self.d_net], gen)
+        if hasattr(self.likelihood, "precision_prior") and getattr(self.likelihood, "learn_noise", False):
+            conj[LIK + "log_precision"] = self._noise_precision_update
+
+        bound = None
+        if not self.initial_extras:
+
+            def bound(batch: Batch) -> Tensor:
+                b = self.likelihood.log_prob_upper_bound(batch[1])
+                if b is None:
+                    raise BnnkitError(
+                        f"the {self.likelihood.kind} likelihood is unbounded; pass log_bound to rejection sampling."
+                    )
+                return self.scale(batch) * b
+
+        return Target(
+            view=self.view,
+            log_prob=self.log_prob_flat,
+            prior_sample=self.sample_prior,
+            prior_log_prob=self.log_prior_flat,
+            log_likelihood=self.log_likelihood_flat,
+            log_likelihood_bound=bound,
+            conjugate_updates=conj,
+        )
+
+    def sample_prior(self, gen: torch.Generator) -> Tensor:
+        """A draw of the network weights from the prior (extras at their initial values)."""
+        w = self.bound_prior.sample(gen)
+        if not self.initial_extras:
+            return w
+        return torch.cat([w, *self.initial_extras.values()])
+
+    def initial_position(self, init: str = "module", gen: torch.Generator | None = None) -> Tensor:
+        if init == "module":
+            net = {n: p for n, p in self.module.named_parameters() if n in self.net_names}
+            return self.view.ravel({**{n: v.detach() for n, v in net.items()}, **self.initial_extras})
+        if init == "prior":
+            if gen is None:
+                raise BnnkitError("init='prior' needs a torch.Generator.")
+            return self.sample_prior(gen)
+        raise BnnkitError(f"init must be 'module', 'prior', a dict of parameters or a callable; got {init!r}.")
+
+    def _noise_precision_update(self, x: Tensor, batch: Batch, gen: torch.Generator) -> Tensor:
+        """Exact draw of the Gaussian noise precision tau | w, D ~ Gamma(a + s n/2, b + s SSR/2)."""
+        inputs, targets = batch
+        net, _, _ = self.split(x)
+        with torch.no_grad():
+            out = self.forward(net, inputs)
+            f = out.squeeze(-1) if out.shape != targets.shape else out
+            ssr = ((targets - f) ** 2).sum()
+        a, b = self.likelihood.precision_prior  # type: ignore[attr-defined]
+        s = self.scale(batch)
+        tau = gamma(a + 0.5 * s * targets.numel(), b + 0.5 * s * ssr, gen)
+        return tau.log().reshape(1).to(x.dtype)
+
+    # ------------------------------------------------------------------ validation
+    def check_data(self, batch: Batch) -> None:
+        """Validate a data batch against the model; raise :class:`BnnkitError` with a clear message."""
+        if not (isinstance(batch, (tuple, list)) and len(batch) == 2):
+            raise BnnkitError("data must be a tuple (inputs, targets) of tensors.")
+        inputs, targets = batch
+        for name, t in (("inputs", inputs), ("targets", targets)):
+            if not isinstance(t, Tensor):
+                raise BnnkitError(f"{name} must be a torch.Tensor, got {type(t).__name__}.")
+            if t.ndim == 0 or t.shape[0] == 0:
+                raise BnnkitError(f"{name} is empty (shape {tuple(t.shape)}); pass at least one row of data.")
+            check_finite_rows(name, t)
+        if self.num_data is not None and inputs.shape[0] > self.num_data:
+            raise BnnkitError(
+                f"the batch has {inputs.shape[0]} rows but num_data is {self.num_data}; num_data must be the "
+                "full training-set size."
+            )
+        with torch.no_grad():
+            net, _, _ = self.split(self.initial_position("module"))
+            try:
+                out = self.forward(net, inputs[: min(len(inputs), 8)])
+            except RuntimeError as e:
+                raise BnnkitError(
+                    f"the model failed on inputs of shape {tuple(inputs.shape)}: {e}. "
+                    "Check the input dimension expected by the first layer."
+                ) from e
+        full_out_shape = (inputs.shape[0], *out.shape[1:])
+        self.likelihood.check(torch.zeros(full_out_shape, dtype=out.dtype), targets)
+
+    def config(self) -> dict:
+        return {
+            "module": type(self.module).__name__,
+            "likelihood": self.likelihood.config(),
+            "prior": self.prior.config(),
+            "num_data": self.num_data,
+            "parameters": self.view.describe(),
+        }
+
+
+def _selector(bayesian, named: Mapping[str, Tensor]) -> Callable[[str], bool]:
+    if bayesian is None:
+        return lambda n: True
+    if callable(bayesian):
+        return bayesian
+    keys = [bayesian] if isinstance(bayesian, str) else list(bayesian)
+    for k in keys:
+        if not any(n == k or n.startswith(k) for n in named):
+            raise BnnkitError(f"bayesian entry {k!r} matches no parameter; parameters are: {', '.join(named)}.")
+    return lambda n: any(n == k or n.startswith(k) for k in keys)
+
+
+def _rows(batch: Batch) -> int:
+    return int(batch[0].shape[0])

@@ -1,0 +1,60 @@
+"""A log density over a flat vector, with optional extras some algorithms need.
+
+Every sampler is built against a :class:`Target`.  A :class:`~bnnkit.core.posterior.Posterior`
+produces a rich one (prior draws, a likelihood bound, conjugate Gibbs updates); any user
+log-density over a dict of tensors becomes a plain one with :func:`as_target`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from .flat import FlatView
+from .types import Batch, LogDensityFn
+
+FlatLogDensity = Callable[[Tensor, Batch], Tensor]
+ConjugateUpdate = Callable[[Tensor, Batch, torch.Generator], Tensor]
+
+
+@dataclass(frozen=True)
+class Target:
+    """Unnormalised log density ``log_prob(x, batch)`` of a flat position ``x``.
+
+    Optional extras, used only by the algorithms that need them:
+
+    - ``prior_sample(generator) -> x`` and ``prior_log_prob(x)``: default proposal for rejection
+      and importance sampling, and ``init="prior"`` in the driver.
+    - ``log_likelihood(x, batch)`` and ``log_likelihood_bound(batch)``: an upper bound of the
+      (scaled) log-likelihood, for rejection sampling with the prior as proposal.
+    - ``conjugate_updates``: exact Gibbs draws of named parameters given the rest.
+    """
+
+    view: FlatView
+    log_prob: FlatLogDensity
+    prior_sample: Callable[[torch.Generator], Tensor] | None = None
+    prior_log_prob: Callable[[Tensor], Tensor] | None = None
+    log_likelihood: FlatLogDensity | None = None
+    log_likelihood_bound: Callable[[Batch], Tensor] | None = None
+    conjugate_updates: Mapping[str, ConjugateUpdate] = field(default_factory=dict)
+
+    def value_and_grad(self, x: Tensor, batch: Batch) -> tuple[Tensor, Tensor]:
+        """Log density and its gradient at ``x`` (plain reverse-mode autograd, one backward)."""
+        with torch.enable_grad():
+            xg = x.detach().requires_grad_(True)
+            lp = self.log_prob(xg, batch)
+            (g,) = torch.autograd.grad(lp, xg)
+        return lp.detach(), g
+
+
+def as_target(log_density: LogDensityFn, example: Mapping[str, Tensor]) -> Target:
+    """Wrap a log density over a dict of tensors as a flat :class:`Target`."""
+    view = FlatView(example)
+
+    def log_prob(x: Tensor, batch: Batch) -> Tensor:
+        return log_density(view.unravel(x), batch)
+
+    return Target(view=view, log_prob=log_prob)

@@ -1,0 +1,62 @@
+"""Shared type aliases and the algorithm protocol.
+
+An algorithm ("kernel") is a pair of pure functions over a flat position vector::
+
+    state = kernel.init(position, batch)
+    state, info = kernel.step(state, batch, generator)
+
+``state`` is a NamedTuple of tensors holding exactly what the next step needs; ``info`` is a
+NamedTuple of per-step diagnostics.  Both are plain tensors, so a state can be checkpointed with
+``torch.save`` and restored bit-for-bit.  Warm-up tuning is a separate pure component
+(:class:`Adaptation`) that rewrites the tunable fields of a state between steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple, Protocol
+
+import torch
+from torch import Tensor
+
+Params = dict[str, Tensor]
+"""Model parameters as a mapping from ``named_parameters`` names to tensors."""
+
+Batch = Any
+"""Whatever the log density consumes: usually ``(inputs, targets)``, or ``None``."""
+
+LogDensityFn = Callable[[Mapping[str, Tensor], Batch], Tensor]
+"""A log density over a dict of tensors, up to an additive constant."""
+
+
+class Kernel(NamedTuple):
+    """A built algorithm: pure ``init``/``step`` functions and an optional warm-up adaptation."""
+
+    init: Callable[[Tensor, Batch], Any]
+    step: Callable[[Any, Batch, torch.Generator], tuple[Any, Any]]
+    adaptation: Adaptation | None = None
+
+
+class Adaptation(NamedTuple):
+    """Warm-up tuning as pure functions of tensor states.
+
+    ``init(state, num_warmup)`` returns the adaptation state; ``update(astate, state, info)``
+    returns ``(astate, state)`` with tuned fields replaced; ``finalize(astate, state)`` returns the
+    state to sample with once warm-up is over.
+    """
+
+    init: Callable[[Any, int], Any]
+    update: Callable[[Any, Any, Any], tuple[Any, Any]]
+    finalize: Callable[[Any, Any], Any]
+
+
+class Algorithm(Protocol):
+    """Hyperparameters of an algorithm, buildable against a :class:`~bnnkit.core.target.Target`."""
+
+    name: str
+
+    def build(self, target: Any) -> Kernel:  # pragma: no cover - protocol
+        ...
+
+    def config(self) -> dict[str, Any]:  # pragma: no cover - protocol
+        ...

@@ -1,0 +1,100 @@
+"""Homoscedastic Gaussian likelihood, fixed or learnt noise."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from ..core.errors import BnnkitError, check_positive
+from .base import Likelihood
+
+LOG_2PI = math.log(2 * math.pi)
+
+
+class Gaussian(Likelihood):
+    """``y ~ N(f(x), sigma^2)``.
+
+    Args:
+        noise: the standard deviation sigma (fixed), or the initial value when learnt.
+        learn_noise: sample the noise precision ``tau = 1/sigma^2`` with the weights, under the
+            name ``"likelihood.log_precision"`` (unconstrained log scale).
+        precision_prior: ``(a, b)`` of the Gamma(a, rate=b) prior on ``tau`` when learnt. It is
+            conjugate, so :class:`~bnnkit.samplers.gibbs.MetropolisWithinGibbs` can update it exactly.
+    """
+
+    kind = "gaussian"
+
+    def __init__(
+        self,
+        noise: float = 1.0,
+        learn_noise: bool = False,
+        precision_prior: tuple[float, float] = (1.0, 1.0),
+    ):
+        check_positive("Gaussian noise", noise, "Pass the observation noise standard deviation.")
+        a, b = precision_prior
+        check_positive("Gamma shape a of the noise precision prior", a)
+        check_positive("Gamma rate b of the noise precision prior", b)
+        self.noise = float(noise)
+        self.learn_noise = bool(learn_noise)
+        self.precision_prior = (float(a), float(b))
+
+    def extra_params(self) -> dict[str, Tensor]:
+        if not self.learn_noise:
+            return {}
+        return {"log_precision": torch.tensor(-2.0 * math.log(self.noise))}
+
+    def precision(self, extra: dict[str, Tensor]) -> Tensor | float:
+        if self.learn_noise:
+            return extra["log_precision"].exp()
+        return 1.0 / self.noise**2
+
+    def log_prob(self, output: Tensor, target: Tensor, extra: dict[str, Tensor]) -> Tensor:
+        f = _match(output, target)
+        r = target - f
+        n = r.numel()
+        if self.learn_noise:
+            log_tau = extra["log_precision"]
+            return 0.5 * n * (log_tau - LOG_2PI) - 0.5 * log_tau.exp() * (r * r).sum()
+        tau = 1.0 / self.noise**2
+        return 0.5 * n * (math.log(tau) - LOG_2PI) - 0.5 * tau * (r * r).sum()
+
+    def extra_log_prior(self, extra: dict[str, Tensor]) -> Tensor | float:
+        if not self.learn_noise:
+            return 0.0
+        a, b = self.precision_prior
+        log_tau = extra["log_precision"]
+        # Gamma(a, b) density of tau, times the Jacobian |d tau / d log tau| = tau.
+        return a * log_tau - b * log_tau.exp()
+
+    def log_prob_upper_bound(self, target: Tensor) -> Tensor | None:
+        if self.learn_noise:
+            return None  # unbounded as the noise shrinks
+        n = target.numel()
+        return torch.tensor(0.5 * n * (-2 * math.log(self.noise) - LOG_2PI))
+
+    def check(self, output: Tensor, target: Tensor) -> None:
+        super().check(output, target)
+        _match(output, target)
+
+    def config(self) -> dict:
+        return {
+            "kind": self.kind,
+            "noise": self.noise,
+            "learn_noise": self.learn_noise,
+            "precision_prior": list(self.precision_prior),
+        }
+
+
+def _match(output: Tensor, target: Tensor) -> Tensor:
+    """Return ``output`` shaped like ``target`` (dropping a trailing singleton), or raise."""
+    if output.shape == target.shape:
+        return output
+    if output.ndim == target.ndim + 1 and output.shape[-1] == 1 and output.shape[:-1] == target.shape:
+        return output.squeeze(-1)
+    raise BnnkitError(
+        f"model output shape {tuple(output.shape)} does not match target shape "
+        f"{tuple(target.shape)}; for regression the model should output [N] or [N, 1] for targets [N] "
+        "(or exactly the target shape for multi-output regression)."
+    )

@@ -1,0 +1,6 @@
+"""Classic samplers: rejection, importance, random-walk MH, Metropolis-within-Gibbs, HMC, NUTS."""
+
+from .hmc import HMC
+from .rwmh import RandomWalkMH
+
+__all__ = ["HMC", "RandomWalkMH"]

@@ -1,0 +1,22 @@
+"""Small helpers shared by the Metropolis-type samplers."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def metropolis_accept(log_alpha: Tensor, gen: torch.Generator) -> tuple[Tensor, Tensor]:
+    """Accept with probability ``min(1, exp(log_alpha))``; NaN counts as rejection.
+
+    Returns ``(accept_prob, is_accepted)`` as 0-d tensors.
+    """
+    log_alpha = torch.nan_to_num(log_alpha.detach(), nan=-torch.inf)
+    accept_prob = torch.clamp(log_alpha, max=0.0).exp()
+    u = torch.rand((), generator=gen, dtype=accept_prob.dtype, device=accept_prob.device)
+    return accept_prob, u < accept_prob
+
+
+def normal(like: Tensor, gen: torch.Generator) -> Tensor:
+    """Standard normal draw shaped like ``like`` from ``gen``."""
+    return torch.randn(like.shape, generator=gen, dtype=like.dtype, device=like.device)

@@ -1,0 +1,78 @@
+"""Closed-form reference posteriors and Monte-Carlo tolerance checks shared by the tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+import bnnkit
+from bnnkit.diagnostics import ess
+
+
+@dataclass
+class LinearProblem:
+    """Conjugate Bayesian linear regression written as an ``nn.Linear`` (no bias)."""
+
+    X: Tensor
+    y: Tensor
+    sigma: float
+    prior_scale: float
+    mean: Tensor
+    cov: Tensor
+    module: torch.nn.Module
+
+    def posterior(self, **kw) -> bnnkit.Posterior:
+        return bnnkit.Posterior(self.module, bnnkit.Gaussian(self.sigma), bnnkit.GaussianPrior(self.prior_scale), **kw)
+
+    def predictive(self, Xs: Tensor) -> tuple[Tensor, Tensor]:
+        """Exact posterior predictive mean and variance (incl. noise) at ``Xs``."""
+        m = Xs @ self.mean
+        v = ((Xs @ self.cov) * Xs).sum(-1) + self.sigma**2
+        return m, v
+
+
+def linear_problem(n: int = 30, d: int = 2, sigma: float = 0.5, prior_scale: float = 1.0, seed: int = 0) -> LinearProblem:
+    g = torch.Generator().manual_seed(seed)
+    X = torch.randn(n, d, generator=g, dtype=torch.float64)
+    w = torch.linspace(-1, 1, d, dtype=torch.float64)
+    y = X @ w + sigma * torch.randn(n, generator=g, dtype=torch.float64)
+    prec = X.T @ X / sigma**2 + torch.eye(d, dtype=torch.float64) / prior_scale**2
+    cov = torch.linalg.inv(prec)
+    mean = cov @ X.T @ y / sigma**2
+    module = torch.nn.Linear(d, 1, bias=False).double()
+    return LinearProblem(X, y, sigma, prior_scale, mean, cov, module)
+
+
+def assert_gaussian_matches(draws: Tensor, mean: Tensor, cov: Tensor, k_mean: float = 4.0, k_cov: float = 5.0,
+                            ess_values: np.ndarray | None = None, weights: Tensor | None = None) -> None:
+    """Check draws ``[chain, draw, d]`` against N(mean, cov) within Monte-Carlo error.
+
+    Mean: each coordinate within ``k_mean`` standard errors ``sqrt(var_i / ESS_i)``.
+    Covariance: for Gaussian draws the sample covariance entry ``S_ij`` has variance
+    ``(C_ii C_jj + C_ij^2) / n_eff``; each entry must lie within ``k_cov`` such standard errors,
+    with ``n_eff`` the smallest ESS over coordinates (conservative).
+    """
+    d = mean.numel()
+    if weights is None:
+        e = ess(draws) if ess_values is None else ess_values
+        flat = draws.reshape(-1, d).double()
+        m = flat.mean(0)
+        S = torch.cov(flat.T).reshape(d, d)
+    else:
+        w = (weights / weights.sum()).double()
+        flat = draws.reshape(-1, d).double()
+        m = (w[:, None] * flat).sum(0)
+        c = flat - m
+        S = (w[:, None] * c).T @ c
+        e = np.full(d, float(1.0 / (w**2).sum())) if ess_values is None else ess_values
+    e = torch.as_tensor(np.asarray(e), dtype=torch.float64).reshape(-1)
+    se_mean = (cov.diag() / e).sqrt()
+    z = (m - mean).abs() / se_mean
+    assert bool((z < k_mean).all()), f"mean off by {z.tolist()} standard errors (ESS {e.tolist()})"
+    n_eff = float(e.min())
+    se_cov = ((cov.diag()[:, None] * cov.diag()[None, :] + cov**2) / n_eff).sqrt()
+    zc = (S - cov).abs() / se_cov
+    assert bool((zc < k_cov).all()), f"covariance off by {zc.max().item():.2f} SE: sample\n{S}\nexact\n{cov}"
