@@ -25,7 +25,9 @@ class LinearProblem:
     module: torch.nn.Module
 
     def posterior(self, **kw) -> bnnkit.Posterior:
-        return bnnkit.Posterior(self.module, bnnkit.Gaussian(self.sigma), bnnkit.GaussianPrior(self.prior_scale), **kw)
+        return bnnkit.Posterior(
+            self.module, bnnkit.Gaussian(self.sigma), bnnkit.GaussianPrior(self.prior_scale), **kw
+        )
 
     def predictive(self, Xs: Tensor) -> tuple[Tensor, Tensor]:
         """Exact posterior predictive mean and variance (incl. noise) at ``Xs``."""
@@ -34,7 +36,9 @@ class LinearProblem:
         return m, v
 
 
-def linear_problem(n: int = 30, d: int = 2, sigma: float = 0.5, prior_scale: float = 1.0, seed: int = 0) -> LinearProblem:
+def linear_problem(
+    n: int = 30, d: int = 2, sigma: float = 0.5, prior_scale: float = 1.0, seed: int = 0
+) -> LinearProblem:
     g = torch.Generator().manual_seed(seed)
     X = torch.randn(n, d, generator=g, dtype=torch.float64)
     w = torch.linspace(-1, 1, d, dtype=torch.float64)
@@ -46,8 +50,15 @@ def linear_problem(n: int = 30, d: int = 2, sigma: float = 0.5, prior_scale: flo
     return LinearProblem(X, y, sigma, prior_scale, mean, cov, module)
 
 
-def assert_gaussian_matches(draws: Tensor, mean: Tensor, cov: Tensor, k_mean: float = 4.0, k_cov: float = 5.0,
-                            ess_values: np.ndarray | None = None, weights: Tensor | None = None) -> None:
+def assert_gaussian_matches(
+    draws: Tensor,
+    mean: Tensor,
+    cov: Tensor,
+    k_mean: float = 4.0,
+    k_cov: float = 5.0,
+    ess_values: np.ndarray | None = None,
+    weights: Tensor | None = None,
+) -> None:
     """Check draws ``[chain, draw, d]`` against N(mean, cov) within Monte-Carlo error.
 
     Mean: each coordinate within ``k_mean`` standard errors ``sqrt(var_i / ESS_i)``.

@@ -102,11 +102,18 @@ def sample(
         target, model_config = posterior, {"target": "custom", "parameters": posterior.view.describe()}
     elif callable(posterior):
         if not isinstance(init, Mapping):
-            raise BnnkitError("sampling a plain log-density function needs init=<dict of initial parameter tensors>.")
+            raise BnnkitError(
+                "sampling a plain log-density function needs init=<dict of initial parameter tensors>."
+            )
         target = as_target(posterior, init)
-        model_config = {"log_density": getattr(posterior, "__name__", "custom"), "parameters": target.view.describe()}
+        model_config = {
+            "log_density": getattr(posterior, "__name__", "custom"),
+            "parameters": target.view.describe(),
+        }
     else:
-        raise BnnkitError(f"posterior must be a bnnkit.Posterior or a callable log density, got {type(posterior).__name__}.")
+        raise BnnkitError(
+            f"posterior must be a bnnkit.Posterior or a callable log density, got {type(posterior).__name__}."
+        )
 
     kernel = algorithm.build(target)
     batches = _batch_source(data)
@@ -129,8 +136,20 @@ def sample(
         if store is not None and store.is_done(chain):
             continue
         pos, stats = _run_chain(
-            kernel, target, posterior, batches, chain, init, seed, num_warmup, num_samples, thin,
-            progress, store, chunk_size, num_chains,
+            kernel,
+            target,
+            posterior,
+            batches,
+            chain,
+            init,
+            seed,
+            num_warmup,
+            num_samples,
+            thin,
+            progress,
+            store,
+            chunk_size,
+            num_chains,
         )
         all_pos.append(pos)
         all_stats.append(stats)
@@ -144,7 +163,9 @@ def sample(
     return Samples(positions, stats, target.view, config)
 
 
-def _initial_position(target: Target, posterior: Any, init: InitSpec, chain: int, gen: torch.Generator) -> Tensor:
+def _initial_position(
+    target: Target, posterior: Any, init: InitSpec, chain: int, gen: torch.Generator
+) -> Tensor:
     if isinstance(init, str):
         if isinstance(posterior, Posterior):
             return posterior.initial_position(init, gen)
@@ -159,8 +180,20 @@ def _initial_position(target: Target, posterior: Any, init: InitSpec, chain: int
 
 
 def _run_chain(
-    kernel, target, posterior, batches, chain, init, seed, num_warmup, num_samples, thin,
-    progress, store, chunk_size, num_chains,
+    kernel,
+    target,
+    posterior,
+    batches,
+    chain,
+    init,
+    seed,
+    num_warmup,
+    num_samples,
+    thin,
+    progress,
+    store,
+    chunk_size,
+    num_chains,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     total = num_warmup + num_samples * thin
     gen = make_generator(seed, chain)
@@ -223,7 +256,9 @@ def _run_chain(
                     checkpoint(it + 1)
                 else:
                     kept_in_memory.append(chunk)
-            elif store is not None and it < num_warmup and ((it + 1) % chunk_size == 0 or it == num_warmup - 1):
+            elif (
+                store is not None and it < num_warmup and ((it + 1) % chunk_size == 0 or it == num_warmup - 1)
+            ):
                 checkpoint(it + 1)
             if bar is not None:
                 bar.update(1)
@@ -269,4 +304,3 @@ def _progress_bar(total: int, chain: int, num_chains: int, start: int):
         mininterval=0.25,
         dynamic_ncols=True,
     )
-

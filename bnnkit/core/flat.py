@@ -44,7 +44,7 @@ class FlatView:
         """Split a ``[..., size]`` vector into views shaped like the original tensors."""
         lead = x.shape[:-1]
         chunks = torch.split(x, self.numels, dim=-1)
-        return {n: c.view(*lead, *s) for n, c, s in zip(self.names, chunks, self.shapes)}
+        return {n: c.view(lead + s) for n, c, s in zip(self.names, chunks, self.shapes)}
 
     def slice(self, name: str) -> slice:
         i = self.names.index(name)

@@ -16,12 +16,12 @@ from collections.abc import Callable, Iterable, Mapping
 
 import torch
 from torch import Tensor, nn
-from torch.func import functional_call
 
 from ..likelihoods.base import Likelihood
 from ..priors.base import Prior
 from .errors import BnnkitError, check_finite_rows
 from .flat import FlatView
+from .module_call import ModuleCaller
 from .random import gamma
 from .target import Target
 from .types import Batch
@@ -52,7 +52,9 @@ class Posterior:
         bayesian: Iterable[str] | Callable[[str], bool] | None = None,
     ):
         if num_data is not None and (not isinstance(num_data, int) or num_data < 1):
-            raise BnnkitError(f"num_data must be a positive integer (the training-set size N), got {num_data!r}.")
+            raise BnnkitError(
+                f"num_data must be a positive integer (the training-set size N), got {num_data!r}."
+            )
         self.module = module
         self.likelihood = likelihood
         self.prior = prior
@@ -70,7 +72,9 @@ class Posterior:
             )
         for n in net:
             if n.startswith((LIK, PRIOR)):
-                raise BnnkitError(f"parameter name {n!r} clashes with bnnkit's reserved prefixes; rename the submodule.")
+                raise BnnkitError(
+                    f"parameter name {n!r} clashes with bnnkit's reserved prefixes; rename the submodule."
+                )
         self.fixed = {n: p.detach() for n, p in named.items() if n not in net}
         self.net_names = tuple(net)
         self.net_view = FlatView(net)
@@ -84,41 +88,76 @@ class Posterior:
         self.initial_extras = extras
         self.view = FlatView({**net, **extras})
         self.d_net = self.net_view.size
+        self._call = ModuleCaller(module, self.net_names, self.fixed)
+        self._n_net = len(self.net_names)
+        self._lik_keys = tuple(n[len(LIK) :] for n in extras if n.startswith(LIK))
+        self._prior_keys = tuple(n[len(PRIOR) :] for n in extras if n.startswith(PRIOR))
 
     # ------------------------------------------------------------------ evaluation
     def split(self, x: Tensor) -> tuple[dict[str, Tensor], dict[str, Tensor], dict[str, Tensor]]:
         """Split a flat vector into (network params, likelihood extras, prior extras)."""
-        p = self.view.unravel(x)
-        net = {n: p[n] for n in self.net_names}
-        lik = {n[len(LIK):]: v.squeeze(-1) for n, v in p.items() if n.startswith(LIK)}
-        pri = {n[len(PRIOR):]: v.squeeze(-1) for n, v in p.items() if n.startswith(PRIOR)}
+        parts = self._parts(x)
+        return dict(zip(self.net_names, parts[0])), parts[1], parts[2]
+
+    def _parts(self, x: Tensor) -> tuple[list[Tensor], dict[str, Tensor], dict[str, Tensor]]:
+        """One unravel of ``x``: network tensors (in order) and the extras, as views."""
+        views = list(self.view.unravel(x).values())
+        net = views[: self._n_net]
+        rest = views[self._n_net :]
+        lik = {k: v.squeeze(-1) for k, v in zip(self._lik_keys, rest)}
+        pri = {k: v.squeeze(-1) for k, v in zip(self._prior_keys, rest[len(self._lik_keys) :])}
         return net, lik, pri
 
     def forward(self, net_params: Mapping[str, Tensor], inputs: Tensor) -> Tensor:
         """Network output at ``inputs`` for the given (sampled) parameters."""
-        return functional_call(self.module, {**self.fixed, **net_params}, (inputs,))
+        return self._call([net_params[n] for n in self.net_names], inputs)
 
     def scale(self, batch: Batch) -> float:
         m = _rows(batch)
         return 1.0 if self.num_data is None else self.num_data / m
 
+    def _log_lik(self, net: list[Tensor], lik: dict[str, Tensor], batch: Batch) -> Tensor:
+        inputs, targets = batch
+        ll = self.likelihood.log_prob(self._call(net, inputs), targets, lik)
+        s = self.scale(batch)
+        return ll if s == 1.0 else s * ll
+
+    def _log_prior(self, w: Tensor, lik: dict[str, Tensor], pri: dict[str, Tensor]) -> Tensor:
+        lp = self.bound_prior.log_prob(w, pri)
+        if pri:
+            lp = lp + self.bound_prior.extra_log_prior(pri)
+        if lik:
+            lp = lp + self.likelihood.extra_log_prior(lik)
+        return lp
+
     def log_likelihood_flat(self, x: Tensor, batch: Batch) -> Tensor:
         """Minibatch log-likelihood scaled by N/M."""
-        inputs, targets = batch
-        net, lik, _ = self.split(x)
-        return self.scale(batch) * self.likelihood.log_prob(self.forward(net, inputs), targets, lik)
+        net, lik, _ = self._parts(x)
+        return self._log_lik(net, lik, batch)
 
     def log_prior_flat(self, x: Tensor) -> Tensor:
-        _, lik, pri = self.split(x)
-        w = x[..., : self.d_net]
-        return (
-            self.bound_prior.log_prob(w, pri)
-            + self.bound_prior.extra_log_prior(pri)
-            + self.likelihood.extra_log_prior(lik)
-        )
+        _, lik, pri = self._parts(x)
+        return self._log_prior(x[..., : self.d_net], lik, pri)
 
     def log_prob_flat(self, x: Tensor, batch: Batch) -> Tensor:
-        return self.log_likelihood_flat(x, batch) + self.log_prior_flat(x)
+        net, lik, pri = self._parts(x)
+        return self._log_lik(net, lik, batch) + self._log_prior(x[..., : self.d_net], lik, pri)
+
+    def value_and_grad_flat(self, x: Tensor, batch: Batch) -> tuple[Tensor, Tensor]:
+        """Log posterior and gradient; a prior with an analytic gradient stays out of autograd."""
+        analytic = self.bound_prior.value_and_grad
+        if analytic is None:
+            return Target.autograd_value_and_grad(self.log_prob_flat, x, batch)
+        ll, g = Target.autograd_value_and_grad(self.log_likelihood_flat_with_extras, x, batch)
+        lp, gp = analytic(x[: self.d_net])
+        g[: self.d_net] += gp
+        return ll + lp, g
+
+    def log_likelihood_flat_with_extras(self, x: Tensor, batch: Batch) -> Tensor:
+        """Scaled log-likelihood plus the extras' log prior (everything but the weight prior)."""
+        net, lik, _ = self._parts(x)
+        ll = self._log_lik(net, lik, batch)
+        return ll + self.likelihood.extra_log_prior(lik) if lik else ll
 
     def log_prob(self, params: Mapping[str, Tensor], batch: Batch) -> Tensor:
         """Unnormalised log posterior of ``params`` (a dict over :attr:`view` names) on ``batch``."""
@@ -151,6 +190,7 @@ class Posterior:
         return Target(
             view=self.view,
             log_prob=self.log_prob_flat,
+            grad_fn=self.value_and_grad_flat,
             prior_sample=self.sample_prior,
             prior_log_prob=self.log_prior_flat,
             log_likelihood=self.log_likelihood_flat,
@@ -173,7 +213,9 @@ class Posterior:
             if gen is None:
                 raise BnnkitError("init='prior' needs a torch.Generator.")
             return self.sample_prior(gen)
-        raise BnnkitError(f"init must be 'module', 'prior', a dict of parameters or a callable; got {init!r}.")
+        raise BnnkitError(
+            f"init must be 'module', 'prior', a dict of parameters or a callable; got {init!r}."
+        )
 
     def _noise_precision_update(self, x: Tensor, batch: Batch, gen: torch.Generator) -> Tensor:
         """Exact draw of the Gaussian noise precision tau | w, D ~ Gamma(a + s n/2, b + s SSR/2)."""
@@ -235,7 +277,9 @@ def _selector(bayesian, named: Mapping[str, Tensor]) -> Callable[[str], bool]:
     keys = [bayesian] if isinstance(bayesian, str) else list(bayesian)
     for k in keys:
         if not any(n == k or n.startswith(k) for n in named):
-            raise BnnkitError(f"bayesian entry {k!r} matches no parameter; parameters are: {', '.join(named)}.")
+            raise BnnkitError(
+                f"bayesian entry {k!r} matches no parameter; parameters are: {', '.join(named)}."
+            )
     return lambda n: any(n == k or n.startswith(k) for k in keys)
 
 

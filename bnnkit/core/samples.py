@@ -69,7 +69,9 @@ class Samples:
         for n in names:
             v = params[n]
             if v[0, 0].numel() > max_elements:
-                warnings.warn(f"{n} has {v[0, 0].numel()} elements; exporting the first {max_elements}.", stacklevel=2)
+                warnings.warn(
+                    f"{n} has {v[0, 0].numel()} elements; exporting the first {max_elements}.", stacklevel=2
+                )
                 v = v.reshape(*v.shape[:2], -1)[..., :max_elements]
             post[n.replace(".", "_")] = v.detach().double().numpy()
         stats = {k: v.detach().numpy() for k, v in self.stats.items()}

@@ -69,7 +69,9 @@ class RunStore:
         (self.chain_dir(chain) / "done").write_text("ok\n")
 
     def write_chunk(self, chain: int, index: int, positions: Tensor, stats: dict[str, Tensor]) -> None:
-        _atomic_save({"positions": positions, "stats": stats}, self.chain_dir(chain) / f"draws_{index:06d}.pt")
+        _atomic_save(
+            {"positions": positions, "stats": stats}, self.chain_dir(chain) / f"draws_{index:06d}.pt"
+        )
 
     def save_checkpoint(self, chain: int, payload: dict) -> None:
         _atomic_save(payload, self.chain_dir(chain) / "checkpoint.pt")
@@ -79,7 +81,7 @@ class RunStore:
         if not p.exists():
             return None
         ckpt = torch.load(p, weights_only=False)
-        for f in self.chunk_files(chain)[ckpt["num_chunks"]:]:
+        for f in self.chunk_files(chain)[ckpt["num_chunks"] :]:
             f.unlink()  # written after the last checkpoint: regenerated on resume
         return ckpt
 

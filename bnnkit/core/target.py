@@ -35,6 +35,7 @@ class Target:
 
     view: FlatView
     log_prob: FlatLogDensity
+    grad_fn: Callable[[Tensor, Batch], tuple[Tensor, Tensor]] | None = None
     prior_sample: Callable[[torch.Generator], Tensor] | None = None
     prior_log_prob: Callable[[Tensor], Tensor] | None = None
     log_likelihood: FlatLogDensity | None = None
@@ -42,10 +43,20 @@ class Target:
     conjugate_updates: Mapping[str, ConjugateUpdate] = field(default_factory=dict)
 
     def value_and_grad(self, x: Tensor, batch: Batch) -> tuple[Tensor, Tensor]:
-        """Log density and its gradient at ``x`` (plain reverse-mode autograd, one backward)."""
+        """Log density and its gradient at ``x``.
+
+        Uses ``grad_fn`` when the target provides a specialised one, else one reverse-mode pass.
+        """
+        if self.grad_fn is not None:
+            return self.grad_fn(x, batch)
+        return self.autograd_value_and_grad(self.log_prob, x, batch)
+
+    @staticmethod
+    def autograd_value_and_grad(fn: FlatLogDensity, x: Tensor, batch: Batch) -> tuple[Tensor, Tensor]:
+        # Plain autograd on a flat leaf: measured faster than torch.func.grad at these sizes.
         with torch.enable_grad():
             xg = x.detach().requires_grad_(True)
-            lp = self.log_prob(xg, batch)
+            lp = fn(xg, batch)
             (g,) = torch.autograd.grad(lp, xg)
         return lp.detach(), g
 

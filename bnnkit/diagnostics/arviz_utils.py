@@ -13,7 +13,9 @@ def _dataset(draws: Tensor | np.ndarray):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         import arviz as az
-    arr = draws.detach().double().cpu().numpy() if isinstance(draws, Tensor) else np.asarray(draws, dtype=float)
+    arr = (
+        draws.detach().double().cpu().numpy() if isinstance(draws, Tensor) else np.asarray(draws, dtype=float)
+    )
     if arr.ndim < 2:
         raise ValueError(f"draws must be shaped [chain, draw, ...], got shape {arr.shape}.")
     return az, az.convert_to_dataset(arr)

@@ -42,12 +42,15 @@ class BoundPrior:
         extra: dict[str, Tensor] | None = None,
         extra_log_prior: Callable[[dict[str, Tensor]], Tensor | float] | None = None,
         conjugate: Mapping[str, Callable[[Tensor, torch.Generator], Tensor]] | None = None,
+        value_and_grad: Callable[[Tensor], tuple[Tensor, Tensor]] | None = None,
     ):
         self.log_prob = log_prob
         self.sample = sample
         self.extra = extra or {}
         self.extra_log_prior = extra_log_prior or (lambda e: 0.0)
         self.conjugate = dict(conjugate or {})
+        # optional closed-form (log p(w), grad log p(w)): keeps the prior out of autograd
+        self.value_and_grad = value_and_grad
 
 
 class Prior:

@@ -58,10 +58,14 @@ class GaussianPrior(Prior):
             def log_prob(w: Tensor, extra: dict[str, Tensor]) -> Tensor:
                 return -0.5 * torch.dot(w * w, inv_var) + const
 
+            def value_and_grad(w: Tensor) -> tuple[Tensor, Tensor]:
+                g = -w * inv_var
+                return 0.5 * torch.dot(g, w) + const, g
+
             def sample(gen: torch.Generator) -> Tensor:
                 return torch.randn(d, generator=gen, dtype=view.dtype, device=view.device) * s
 
-            return BoundPrior(log_prob, sample)
+            return BoundPrior(log_prob, sample, value_and_grad=value_and_grad)
 
         a, b = self.precision_prior
 
@@ -82,7 +86,9 @@ class GaussianPrior(Prior):
             return lam.log().reshape(1).to(w.dtype)
 
         init = torch.tensor(0.0)  # lambda = 1: the prior starts at the given scales
-        return BoundPrior(log_prob_h, sample_h, {"log_precision": init}, extra_log_prior, {"log_precision": conjugate})
+        return BoundPrior(
+            log_prob_h, sample_h, {"log_precision": init}, extra_log_prior, {"log_precision": conjugate}
+        )
 
     def config(self) -> dict:
         return {

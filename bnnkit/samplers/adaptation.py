@@ -7,7 +7,8 @@ and target ``delta``::
     log e_t  = mu - sqrt(t) / gamma * H_t
     log eb_t = t^-kappa log e_t + (1 - t^-kappa) log eb_{t-1}
 
-with ``mu = log(10 e_0)``.  The diagonal metric (inverse mass, or the random-walk proposal
+with ``mu = log(b e_0)``; ``b = 10`` (Stan's bias towards larger steps) suits HMC, ``b = 1`` a
+random walk, whose acceptance falls slowly with the scale.  The diagonal metric (inverse mass, or the random-walk proposal
 variance) is the regularised variance of the positions seen in "slow" windows that double in size
 (Stan's 75 / 25-doubling / 50 schedule, scaled down for short warm-ups)::
 
@@ -41,7 +42,9 @@ class WindowState(NamedTuple):
     w_m2: Tensor
 
 
-def window_schedule(num_warmup: int, init_buffer: int = 75, term_buffer: int = 50, base: int = 25) -> tuple[int, list[int]]:
+def window_schedule(
+    num_warmup: int, init_buffer: int = 75, term_buffer: int = 50, base: int = 25
+) -> tuple[int, list[int]]:
     """Start of the first slow window and the iteration counts at which slow windows end."""
     if num_warmup < 20:
         return num_warmup, []
@@ -66,6 +69,7 @@ def window_adaptation(
     target_accept: float = 0.8,
     adapt_metric: bool = True,
     adapt_step: bool = True,
+    initial_bias: float = 10.0,
     gamma: float = 0.05,
     t0: float = 10.0,
     kappa: float = 0.75,
@@ -82,7 +86,7 @@ def window_adaptation(
             log_step=log_e,
             log_step_bar=z.clone(),
             h_bar=z.clone(),
-            mu=log_e + math.log(10.0),
+            mu=log_e + math.log(initial_bias),
             da_count=z.clone(),
             w_count=z.clone(),
             w_mean=torch.zeros_like(x, dtype=torch.float64),
@@ -99,7 +103,9 @@ def window_adaptation(
         log_step = a.mu - torch.sqrt(n) / gamma * h_bar
         w = n ** (-kappa)
         log_step_bar = w * log_step + (1 - w) * a.log_step_bar
-        a = a._replace(iteration=a.iteration + 1, log_step=log_step, log_step_bar=log_step_bar, h_bar=h_bar, da_count=n)
+        a = a._replace(
+            iteration=a.iteration + 1, log_step=log_step, log_step_bar=log_step_bar, h_bar=h_bar, da_count=n
+        )
         inv_mass = state.inv_mass
         if adapt_metric:
             start, ends = window_schedule(int(a.num_warmup))
@@ -119,7 +125,7 @@ def window_adaptation(
                         w_count=z.clone(),
                         w_mean=torch.zeros_like(a.w_mean),
                         w_m2=torch.zeros_like(a.w_m2),
-                        mu=log_step + math.log(10.0),
+                        mu=log_step + math.log(initial_bias),
                         h_bar=z.clone(),
                         da_count=z.clone(),
                         log_step_bar=z.clone(),

@@ -48,14 +48,16 @@ class HMCInfo(NamedTuple):
     num_steps: Tensor
 
 
-def leapfrog(target: Target, x: Tensor, p: Tensor, g: Tensor, step: Tensor, inv_mass: Tensor, n: int, batch: Batch):
+def leapfrog(
+    target: Target, x: Tensor, p: Tensor, g: Tensor, step: Tensor, inv_mass: Tensor, n: int, batch: Batch
+):
     """``n`` leapfrog steps; stops early (returning ``lp = nan``) if the density becomes non-finite."""
     p = p + 0.5 * step * g
     lp = torch.tensor(math.nan)
     for i in range(n):
         x = x + step * inv_mass * p
         lp, g = target.value_and_grad(x, batch)
-        if not bool(torch.isfinite(lp)) or not bool(torch.isfinite(g).all()):
+        if not bool(torch.isfinite(lp)):  # a NaN gradient shows up as a NaN density one step later
             return x, p, g, torch.full_like(lp, math.nan), i + 1
         p = p + (step if i < n - 1 else 0.5 * step) * g
     return x, p, g, lp, n
@@ -121,5 +123,7 @@ class HMC:
 
         adapt = None
         if self.adapt_step_size or self.adapt_mass:
-            adapt = window_adaptation(self.target_accept, adapt_metric=self.adapt_mass, adapt_step=self.adapt_step_size)
+            adapt = window_adaptation(
+                self.target_accept, adapt_metric=self.adapt_mass, adapt_step=self.adapt_step_size
+            )
         return Kernel(init, step, adapt)

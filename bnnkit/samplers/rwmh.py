@@ -60,7 +60,10 @@ class RandomWalkMH:
             with torch.no_grad():
                 lp = target.log_prob(position, batch)
             return RWMHState(
-                position.detach().clone(), lp.detach(), torch.tensor(s0, dtype=position.dtype), torch.ones_like(position)
+                position.detach().clone(),
+                lp.detach(),
+                torch.tensor(s0, dtype=position.dtype),
+                torch.ones_like(position),
             )
 
         def step(state: RWMHState, batch: Batch, gen: torch.Generator) -> tuple[RWMHState, RWMHInfo]:
@@ -72,5 +75,9 @@ class RandomWalkMH:
             new = state._replace(position=prop, log_density=lp_prop) if bool(accepted) else state
             return new, RWMHInfo(new.log_density, accept_prob, accepted, s)
 
-        adapt = window_adaptation(self.target_accept, adapt_metric=self.adapt_covariance) if self.adapt else None
+        adapt = (
+            window_adaptation(self.target_accept, adapt_metric=self.adapt_covariance, initial_bias=1.0)
+            if self.adapt
+            else None
+        )
         return Kernel(init, step, adapt)

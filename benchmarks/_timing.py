@@ -1,0 +1,39 @@
+"""Shared timing helpers for the benchmarks: warm up, then the median of repeated timings."""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+
+def time_per_call(fn: Callable[[], object], number: int = 200, repeats: int = 7, warmup: int = 50) -> float:
+    """Median over ``repeats`` of the mean seconds per call of ``fn`` over ``number`` calls."""
+    for _ in range(warmup):
+        fn()
+    runs = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        for _ in range(number):
+            fn()
+        runs.append((time.perf_counter() - t) / number)
+    return statistics.median(runs)
+
+
+def write_results(path: str | Path, results: dict) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    meta = {
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
+    path.write_text(json.dumps({"meta": meta, **results}, indent=2))
+    print(f"wrote {path}")

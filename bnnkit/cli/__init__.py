@@ -1,0 +1,1 @@
+"""Command-line interface: ``bnnkit demo`` and friends."""
