@@ -14,10 +14,14 @@ def build_parser() -> argparse.ArgumentParser:
         "demo",
         help="sample a small BNN on embedded 1-D data with HMC; print metrics and diagnostics, write a PNG",
     )
-    demo.add_argument("--out", default="bnnkit-demo.png", help="path of the PNG to write (default: %(default)s)")
+    demo.add_argument(
+        "--out", default="bnnkit-demo.png", help="path of the PNG to write (default: %(default)s)"
+    )
     demo.add_argument("--chains", type=int, default=4, help="number of chains (default: %(default)s)")
     demo.add_argument("--samples", type=int, default=200, help="draws kept per chain (default: %(default)s)")
-    demo.add_argument("--warmup", type=int, default=300, help="warm-up steps per chain (default: %(default)s)")
+    demo.add_argument(
+        "--warmup", type=int, default=300, help="warm-up steps per chain (default: %(default)s)"
+    )
     demo.add_argument("--leapfrog", type=int, default=30, help="leapfrog steps per HMC transition")
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--threads", type=int, default=2, help="torch threads (default: %(default)s)")
