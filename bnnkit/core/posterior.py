@@ -12,6 +12,7 @@ their current values (e.g. a Bayesian last layer on top of a fixed feature extra
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 
 import torch
@@ -55,6 +56,7 @@ class Posterior:
             raise BnnkitError(
                 f"num_data must be a positive integer (the training-set size N), got {num_data!r}."
             )
+        _warn_stochastic_layers(module)
         self.module = module
         self.likelihood = likelihood
         self.prior = prior
@@ -267,6 +269,19 @@ class Posterior:
             "num_data": self.num_data,
             "parameters": self.view.describe(),
         }
+
+
+def _warn_stochastic_layers(module: nn.Module) -> None:
+    """Dropout / BatchNorm in training mode make the log density random or batch-dependent."""
+    kinds = (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._BatchNorm)
+    bad = sorted({type(m).__name__ for m in module.modules() if isinstance(m, kinds) and m.training})
+    if bad:
+        warnings.warn(
+            f"the module is in training mode and contains {', '.join(bad)}: its output is random (dropout) or "
+            "depends on the batch (batch norm), so the posterior is not a fixed function of the weights. Call "
+            "module.eval() before building the Posterior (batch-norm statistics are then used as fixed buffers).",
+            stacklevel=3,
+        )
 
 
 def _selector(bayesian, named: Mapping[str, Tensor]) -> Callable[[str], bool]:

@@ -97,3 +97,17 @@ def test_flat_view_round_trip_with_leading_dims():
     p = post.view.unravel(x)
     assert p["0.weight"].shape == (3, 5, 4, 2)
     assert torch.equal(post.view.ravel(p), x)
+
+
+def test_dropout_in_training_mode_warns_and_eval_mode_does_not():
+    import warnings
+
+    import pytest
+
+    net = torch.nn.Sequential(torch.nn.Linear(2, 4), torch.nn.Dropout(0.1), torch.nn.Linear(4, 1))
+    with pytest.warns(UserWarning, match="training mode and contains Dropout"):
+        bnnkit.Posterior(net, bnnkit.Gaussian(1.0), bnnkit.GaussianPrior(1.0))
+    net.eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        bnnkit.Posterior(net, bnnkit.Gaussian(1.0), bnnkit.GaussianPrior(1.0))

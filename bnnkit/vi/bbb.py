@@ -1,0 +1,229 @@
+"""Bayes by Backprop (Blundell et al. 2015): mean-field Gaussian VI by stochastic gradients.
+
+Maximises the ELBO over ``(mu, rho)``, ``sigma = softplus(rho)``::
+
+    L = E_q[log p(D | w)] - T * KL(q(w) || p(w))
+
+one minibatch at a time.  Minibatch ``i`` of the ``B`` in an epoch contributes
+``E_q[log p(D_i | w)] - T * pi_i * KL`` with ``sum_i pi_i = 1``, so one epoch sums to the full
+ELBO:
+
+- ``kl_weighting="uniform"``: ``pi_i = 1/B`` (the usual choice);
+- ``kl_weighting="blundell"``: ``pi_i = 2^(B-i) / (2^B - 1)``, most of the KL early in the epoch.
+
+The expectation uses ``num_mc`` draws per step with the chosen estimator (``reparam``, ``local``
+or ``flipout``, see :mod:`bnnkit.vi.estimators`); the KL is in closed form for a Gaussian prior
+(``kl="closed"``) or a Monte-Carlo estimate (``kl="mc"``, any prior).  ``T`` is the temperature
+(``T < 1``: a "cold" posterior).  Optimiser: Adam, optionally with cosine learning-rate decay.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import torch
+from torch import Tensor
+
+from ..core.errors import BnnkitError, check_int_at_least, check_positive
+from ..core.posterior import Posterior
+from ..core.random import make_generator
+from ..core.samples import Samples
+from ..priors.base import scale_vector
+from ..priors.gaussian import GaussianPrior
+from .estimators import ESTIMATORS, stochastic_forward
+from .kl import gaussian_kl, monte_carlo_kl
+from .meanfield import MeanFieldGaussian
+
+
+@dataclass
+class VIResult:
+    """A fitted variational posterior; draws from it plug into the same predictive as samples."""
+
+    posterior: Posterior
+    q: MeanFieldGaussian
+    history: dict[str, list[float]] = field(default_factory=dict)
+    config: dict = field(default_factory=dict)
+
+    def sample(self, num_samples: int = 100, seed: int = 0) -> Samples:
+        """``num_samples`` draws from q as a one-chain :class:`~bnnkit.Samples`."""
+        check_int_at_least("num_samples", num_samples, 1)
+        draws = self.q.sample(num_samples, make_generator(seed, 0))
+        stats = {"log_density": torch.full((1, num_samples), math.nan)}
+        return Samples(draws.unsqueeze(0), stats, self.posterior.view, {"vi": self.config})
+
+    @property
+    def mean(self) -> Tensor:
+        return self.q.mu.detach()
+
+    @property
+    def stddev(self) -> Tensor:
+        return self.q.sigma.detach()
+
+
+@dataclass(frozen=True)
+class BayesByBackprop:
+    lr: float = 1e-2
+    num_epochs: int = 100
+    batch_size: int | None = None
+    num_mc: int = 1
+    estimator: str = "reparam"
+    kl: str = "auto"
+    kl_weighting: str = "uniform"
+    temperature: float = 1.0
+    init_sigma: float = 1e-3
+    lr_decay: str | None = None
+    patience: int | None = None
+    name: str = "bbb"
+
+    def __post_init__(self) -> None:
+        check_positive("lr", self.lr)
+        check_int_at_least("num_epochs", self.num_epochs, 1)
+        check_int_at_least("num_mc (Monte-Carlo samples per step)", self.num_mc, 1)
+        check_positive("temperature", self.temperature)
+        if self.batch_size is not None:
+            check_int_at_least("batch_size", self.batch_size, 1)
+        if self.estimator not in ESTIMATORS:
+            raise BnnkitError(f"estimator must be one of {ESTIMATORS}, got {self.estimator!r}.")
+        if self.kl not in ("auto", "closed", "mc"):
+            raise BnnkitError(f"kl must be 'auto', 'closed' or 'mc', got {self.kl!r}.")
+        if self.kl_weighting not in ("uniform", "blundell"):
+            raise BnnkitError(f"kl_weighting must be 'uniform' or 'blundell', got {self.kl_weighting!r}.")
+        if self.lr_decay not in (None, "cosine"):
+            raise BnnkitError(f"lr_decay must be None or 'cosine', got {self.lr_decay!r}.")
+
+    def config(self) -> dict:
+        return asdict(self)
+
+    def kl_term(self, posterior: Posterior, q: MeanFieldGaussian, gen: torch.Generator) -> Tensor:
+        prior = posterior.prior
+        closed = self.kl == "closed" or (self.kl == "auto" and isinstance(prior, GaussianPrior))
+        if closed:
+            if not isinstance(prior, GaussianPrior) or prior.learn_precision:
+                raise BnnkitError(
+                    "kl='closed' needs a GaussianPrior with a fixed scale; use kl='mc' for other priors."
+                )
+            s = scale_vector(posterior.view, prior.scale, prior.scales)
+            return gaussian_kl(q.mu, q.sigma, s)
+        eps = torch.randn((self.num_mc, q.mu.numel()), generator=gen, dtype=q.mu.dtype)
+        w = q.mu + q.sigma * eps
+        log_p = torch.stack([posterior.bound_prior.log_prob(wi, {}) for wi in w])
+        return monte_carlo_kl(q.log_prob(w), log_p)
+
+    def fit(
+        self,
+        posterior: Posterior,
+        data: tuple[Tensor, Tensor],
+        *,
+        seed: int = 0,
+        validation: tuple[Tensor, Tensor] | None = None,
+        progress: bool = True,
+    ) -> VIResult:
+        """Fit q to ``posterior`` on ``data = (inputs, targets)``; returns a :class:`VIResult`."""
+        posterior.check_data(data)
+        if validation is not None:
+            posterior.check_data(validation)
+        inputs, targets = data
+        n = inputs.shape[0]
+        bs = n if self.batch_size is None else self.batch_size
+        if bs > n:
+            raise BnnkitError(f"batch_size {bs} exceeds the {n} rows of data; use batch_size <= {n}.")
+        gen = make_generator(seed, 0)
+        q = MeanFieldGaussian(posterior, self.init_sigma)
+        opt = torch.optim.Adam(q.parameters(), lr=self.lr)
+        num_batches = math.ceil(n / bs)
+        total = self.num_epochs * num_batches
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, total) if self.lr_decay == "cosine" else None
+        weights = self._kl_weights(num_batches)
+        history: dict[str, list[float]] = {"elbo": [], "nll": [], "kl": [], "val_nll": []}
+        best, best_state, bad_epochs = math.inf, None, 0
+        bar = _bar(self.num_epochs, progress)
+        for _ in range(self.num_epochs):
+            perm = torch.randperm(n, generator=gen)
+            e_ll, e_kl = 0.0, 0.0
+            for i in range(num_batches):
+                idx = perm[i * bs : (i + 1) * bs]
+                xb, yb = inputs[idx], targets[idx]
+                ll = (
+                    sum(
+                        posterior.likelihood.log_prob(
+                            stochastic_forward(posterior, q.mu, q.sigma, xb, gen, self.estimator), yb, {}
+                        )
+                        for _ in range(self.num_mc)
+                    )
+                    / self.num_mc
+                )
+                kl = self.kl_term(posterior, q, gen)
+                loss = -(ll - self.temperature * weights[i] * kl)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                if sched is not None:
+                    sched.step()
+                e_ll += float(ll.detach())
+                e_kl += float(kl.detach()) * weights[i]
+            history["elbo"].append(e_ll - e_kl)
+            history["nll"].append(-e_ll / n)
+            history["kl"].append(e_kl)
+            if validation is not None:
+                v = self._val_nll(posterior, q, validation, gen)
+                history["val_nll"].append(v)
+                if v < best - 1e-6:
+                    best, bad_epochs = v, 0
+                    best_state = (q.mu.detach().clone(), q.rho.detach().clone())
+                else:
+                    bad_epochs += 1
+                if self.patience is not None and bad_epochs >= self.patience:
+                    break
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(
+                    elbo=f"{history['elbo'][-1]:.4g}",
+                    nll=f"{history['nll'][-1]:.4g}",
+                    kl=f"{history['kl'][-1]:.4g}",
+                    refresh=False,
+                )
+        if bar is not None:
+            bar.close()
+        if self.patience is not None and best_state is not None:
+            with torch.no_grad():
+                q.mu.copy_(best_state[0])
+                q.rho.copy_(best_state[1])
+        return VIResult(posterior, q, history, self.config())
+
+    def _kl_weights(self, num_batches: int) -> list[float]:
+        if self.kl_weighting == "uniform":
+            return [1.0 / num_batches] * num_batches
+        if num_batches > 60:  # 2^B overflows double precision; the weights are ~2^-i then
+            return [2.0 ** -(i + 1) for i in range(num_batches)]
+        denom = 2.0**num_batches - 1
+        return [2.0 ** (num_batches - i) / denom for i in range(1, num_batches + 1)]
+
+    def _val_nll(
+        self,
+        posterior: Posterior,
+        q: MeanFieldGaussian,
+        val: tuple[Tensor, Tensor],
+        gen: torch.Generator,
+        num: int = 20,
+    ) -> float:
+        with torch.no_grad():
+            xs, ys = val
+            lls = torch.stack(
+                [
+                    posterior.likelihood.log_prob(
+                        posterior.forward(posterior.split(w)[0], xs[i : i + 1]), ys[i : i + 1], {}
+                    )
+                    for w in q.sample(num, gen)
+                    for i in range(len(xs))
+                ]
+            ).reshape(num, len(xs))
+            return float(-(torch.logsumexp(lls, 0) - math.log(num)).mean())
+
+
+def _bar(total: int, progress: bool):
+    if not progress:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="bayes-by-backprop", unit="epoch", mininterval=0.25, dynamic_ncols=True)

@@ -1,0 +1,131 @@
+import math
+
+import pytest
+import torch
+
+import bnnkit
+from bnnkit.core.errors import BnnkitError
+from bnnkit.vi import BayesByBackprop, MeanFieldGaussian, gaussian_kl, monte_carlo_kl
+from bnnkit.vi.estimators import stochastic_forward
+from tests.helpers import linear_problem
+
+
+@pytest.mark.parametrize("estimator", ["reparam", "local", "flipout"])
+def test_bbb_reaches_the_closed_form_mean_field_optimum(estimator):
+    # For a Gaussian likelihood and prior the mean-field optimum is known exactly:
+    # mu = posterior mean, sigma_i^2 = 1 / Lambda_ii (Lambda the posterior precision).
+    prob = linear_problem(n=30, d=2)
+    fit = BayesByBackprop(lr=0.05, num_epochs=1500, num_mc=4, estimator=estimator, lr_decay="cosine")
+    r = fit.fit(prob.posterior(), (prob.X, prob.y), seed=1, progress=False)
+    sd_opt = torch.linalg.inv(prob.cov).diag().rsqrt()
+    assert torch.allclose(r.mean, prob.mean, atol=0.1 * float(sd_opt.min()))
+    assert torch.allclose(r.stddev, sd_opt, rtol=0.05)
+
+
+def test_mean_field_underestimates_marginal_variance_when_correlated():
+    # strongly correlated inputs make the posterior correlated: MF variances 1/Lambda_ii < Sigma_ii
+    g = torch.Generator().manual_seed(0)
+    x1 = torch.randn(40, generator=g, dtype=torch.float64)
+    X = torch.stack([x1, x1 + 0.3 * torch.randn(40, generator=g, dtype=torch.float64)], 1)
+    y = X @ torch.tensor([1.0, -1.0], dtype=torch.float64) + 0.5 * torch.randn(
+        40, generator=g, dtype=torch.float64
+    )
+    net = torch.nn.Linear(2, 1, bias=False).double()
+    post = bnnkit.Posterior(net, bnnkit.Gaussian(0.5), bnnkit.GaussianPrior(1.0))
+    prec = X.T @ X / 0.25 + torch.eye(2, dtype=torch.float64)
+    true_var = torch.linalg.inv(prec).diag()
+    r = BayesByBackprop(lr=0.05, num_epochs=1500, num_mc=4, lr_decay="cosine").fit(
+        post, (X, y), progress=False
+    )
+    mf_var = r.stddev**2
+    assert torch.allclose(mf_var, 1 / prec.diag(), rtol=0.1)
+    ratio = mf_var / true_var
+    assert (ratio < 0.5).all(), f"expected strong underestimation, got ratios {ratio.tolist()}"
+
+
+def test_closed_form_kl_equals_monte_carlo_kl():
+    g = torch.Generator().manual_seed(0)
+    mu = torch.randn(50, generator=g, dtype=torch.float64)
+    sigma = torch.rand(50, generator=g, dtype=torch.float64) + 0.1
+    s = torch.full((50,), 1.3, dtype=torch.float64)
+    exact = gaussian_kl(mu, sigma, s)
+    w = mu + sigma * torch.randn(20000, 50, generator=g, dtype=torch.float64)
+    q = torch.distributions.Normal(mu, sigma)
+    p = torch.distributions.Normal(0.0, s)
+    log_q, log_p = q.log_prob(w).sum(-1), p.log_prob(w).sum(-1)
+    mc = monte_carlo_kl(log_q, log_p)
+    se = (log_q - log_p).std() / math.sqrt(20000)
+    assert abs(float(mc - exact)) < 4 * float(se)
+    assert torch.allclose(exact, torch.distributions.kl_divergence(q, p).sum())
+
+
+def _grad_samples(estimator, reps=300):
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1)).double()
+    post = bnnkit.Posterior(net, bnnkit.Gaussian(0.5), bnnkit.GaussianPrior(1.0))
+    g = torch.Generator().manual_seed(1)
+    X = torch.randn(64, 3, generator=g, dtype=torch.float64)
+    y = torch.randn(64, generator=g, dtype=torch.float64)
+    q = MeanFieldGaussian(post, init_sigma=0.3)
+    gen = torch.Generator().manual_seed(2)
+    grads = []
+    for _ in range(reps):
+        ll = post.likelihood.log_prob(stochastic_forward(post, q.mu, q.sigma, X, gen, estimator), y, {})
+        gm, gr = torch.autograd.grad(ll, [q.mu, q.rho])
+        grads.append(torch.cat([gm, gr]))
+    return torch.stack(grads)
+
+
+def test_local_reparameterisation_and_flipout_same_expected_gradient_lower_variance():
+    # first-layer weights: there the per-example estimators decorrelate the minibatch
+    base = _grad_samples("reparam")
+    sl = slice(0, 24)  # 0.weight of mu
+    for est in ("local", "flipout"):
+        other = _grad_samples(est)
+        diff = (other.mean(0) - base.mean(0))[sl]
+        se = ((other.var(0) + base.var(0)) / other.shape[0]).sqrt()[sl]
+        assert (diff.abs() < 5 * se).all(), est
+        ratio = float(other.var(0)[sl].sum() / base.var(0)[sl].sum())
+        assert ratio < 0.8, f"{est}: gradient variance ratio {ratio:.2f} vs reparam"
+
+
+def test_blundell_kl_weights_sum_to_one():
+    for b in (1, 5, 100):
+        w = BayesByBackprop(kl_weighting="blundell")._kl_weights(b)
+        assert abs(sum(w) - 1) < 1e-9 and w == sorted(w, reverse=True)
+
+
+def test_scale_mixture_prior_uses_monte_carlo_kl_and_trains():
+    prob = linear_problem(n=30, d=2)
+    post = bnnkit.Posterior(prob.module, bnnkit.Gaussian(0.5), bnnkit.ScaleMixturePrior(0.5, 1.0, 0.1))
+    r = BayesByBackprop(lr=0.05, num_epochs=300, num_mc=2).fit(post, (prob.X, prob.y), progress=False)
+    assert all(math.isfinite(v) for v in r.history["elbo"])
+    assert torch.allclose(r.mean, prob.mean, atol=0.1)
+
+
+def test_samples_plug_into_the_samples_interface_and_minibatches_work():
+    prob = linear_problem(n=40, d=2)
+    r = BayesByBackprop(lr=0.05, num_epochs=50, batch_size=16, kl_weighting="blundell").fit(
+        prob.posterior(), (prob.X, prob.y), progress=False, validation=(prob.X[:10], prob.y[:10])
+    )
+    s = r.sample(30, seed=0)
+    assert s.positions.shape == (1, 30, 2) and s.params["weight"].shape == (1, 30, 1, 2)
+    assert len(r.history["val_nll"]) == 50
+    assert torch.equal(s.positions, r.sample(30, seed=0).positions)
+
+
+def test_bad_input():
+    with pytest.raises(BnnkitError, match="num_mc .* must be an integer >= 1"):
+        BayesByBackprop(num_mc=0)
+    with pytest.raises(BnnkitError, match="estimator must be one of"):
+        BayesByBackprop(estimator="magic")
+    with pytest.raises(BnnkitError, match="has no parameters"):
+        bnnkit.Posterior(torch.nn.ReLU(), bnnkit.Gaussian(1.0), bnnkit.GaussianPrior(1.0))
+    with pytest.raises(BnnkitError, match="prior scale must be a positive"):
+        bnnkit.GaussianPrior(0.0)
+    prob = linear_problem(n=10, d=2)
+    with pytest.raises(BnnkitError, match="batch_size 20 exceeds the 10 rows"):
+        BayesByBackprop(batch_size=20).fit(prob.posterior(), (prob.X, prob.y), progress=False)
+    learnt = bnnkit.Posterior(prob.module, bnnkit.Gaussian(1.0, learn_noise=True), bnnkit.GaussianPrior(1.0))
+    with pytest.raises(BnnkitError, match="network weights only"):
+        BayesByBackprop().fit(learnt, (prob.X, prob.y), progress=False)
