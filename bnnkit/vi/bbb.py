@@ -31,8 +31,8 @@ from ..core.random import make_generator
 from ..core.samples import Samples
 from ..priors.base import scale_vector
 from ..priors.gaussian import GaussianPrior
-from .estimators import ESTIMATORS, stochastic_forward
-from .kl import gaussian_kl, monte_carlo_kl
+from .estimators import ESTIMATORS, ForwardPlan
+from .kl import mean_field_kl, monte_carlo_kl
 from .meanfield import MeanFieldGaussian
 
 
@@ -95,20 +95,38 @@ class BayesByBackprop:
     def config(self) -> dict:
         return asdict(self)
 
-    def kl_term(self, posterior: Posterior, q: MeanFieldGaussian, gen: torch.Generator) -> Tensor:
+    def plan(self, posterior: Posterior) -> ForwardPlan:
+        """Per-posterior precomputation (layers, slices, prior scales), made once per fit."""
+        plan = ForwardPlan(posterior, self.estimator)
         prior = posterior.prior
-        closed = self.kl == "closed" or (self.kl == "auto" and isinstance(prior, GaussianPrior))
-        if closed:
+        plan.closed_kl = self.kl == "closed" or (self.kl == "auto" and isinstance(prior, GaussianPrior))
+        if plan.closed_kl:
             if not isinstance(prior, GaussianPrior) or prior.learn_precision:
                 raise BnnkitError(
                     "kl='closed' needs a GaussianPrior with a fixed scale; use kl='mc' for other priors."
                 )
-            s = scale_vector(posterior.view, prior.scale, prior.scales)
-            return gaussian_kl(q.mu, q.sigma, s)
+            plan.prior_scale = scale_vector(posterior.view, prior.scale, prior.scales)
+        return plan
+
+    def kl_term(self, plan: ForwardPlan, q: MeanFieldGaussian, sigma: Tensor, gen: torch.Generator) -> Tensor:
+        if plan.closed_kl:
+            return mean_field_kl(q.mu, q.rho, plan.prior_scale)
         eps = torch.randn((self.num_mc, q.mu.numel()), generator=gen, dtype=q.mu.dtype)
-        w = q.mu + q.sigma * eps
-        log_p = torch.stack([posterior.bound_prior.log_prob(wi, {}) for wi in w])
+        w = q.mu + sigma * eps
+        log_p = torch.stack([plan.posterior.bound_prior.log_prob(wi, {}) for wi in w])
         return monte_carlo_kl(q.log_prob(w), log_p)
+
+    def terms(
+        self, plan: ForwardPlan, q: MeanFieldGaussian, batch: tuple[Tensor, Tensor], gen: torch.Generator
+    ) -> tuple[Tensor, Tensor]:
+        """Minibatch expected log-likelihood (``num_mc`` draws) and the KL term, both differentiable."""
+        xb, yb = batch
+        sigma = q.sigma
+        lik = plan.posterior.likelihood
+        ll = lik.log_prob(plan(q.mu, sigma, xb, gen), yb, {})
+        for _ in range(self.num_mc - 1):
+            ll = ll + lik.log_prob(plan(q.mu, sigma, xb, gen), yb, {})
+        return ll / self.num_mc, self.kl_term(plan, q, sigma, gen)
 
     def fit(
         self,
@@ -130,7 +148,8 @@ class BayesByBackprop:
             raise BnnkitError(f"batch_size {bs} exceeds the {n} rows of data; use batch_size <= {n}.")
         gen = make_generator(seed, 0)
         q = MeanFieldGaussian(posterior, self.init_sigma)
-        opt = torch.optim.Adam(q.parameters(), lr=self.lr)
+        plan = self.plan(posterior)
+        opt = torch.optim.Adam(q.parameters(), lr=self.lr, fused=True)
         num_batches = math.ceil(n / bs)
         total = self.num_epochs * num_batches
         sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, total) if self.lr_decay == "cosine" else None
@@ -144,16 +163,7 @@ class BayesByBackprop:
             for i in range(num_batches):
                 idx = perm[i * bs : (i + 1) * bs]
                 xb, yb = inputs[idx], targets[idx]
-                ll = (
-                    sum(
-                        posterior.likelihood.log_prob(
-                            stochastic_forward(posterior, q.mu, q.sigma, xb, gen, self.estimator), yb, {}
-                        )
-                        for _ in range(self.num_mc)
-                    )
-                    / self.num_mc
-                )
-                kl = self.kl_term(posterior, q, gen)
+                ll, kl = self.terms(plan, q, (xb, yb), gen)
                 loss = -(ll - self.temperature * weights[i] * kl)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()

@@ -35,12 +35,13 @@ def _signs(shape: tuple[int, ...], gen: torch.Generator, like: Tensor) -> Tensor
 def _layer_forward(
     layer: nn.Module,
     mw: Tensor,
-    sw: Tensor,
+    vw: Tensor,
     mb: Tensor | None,
-    sb: Tensor | None,
+    vb: Tensor | None,
     estimator: str,
     gen: torch.Generator,
 ) -> Callable[[Tensor], Tensor]:
+    """Forward of one layer from weight means ``mw`` and variances ``vw`` (and the bias's)."""
     if isinstance(layer, nn.Linear):
 
         def op(x: Tensor, w: Tensor, b: Tensor | None) -> Tensor:
@@ -53,20 +54,20 @@ def _layer_forward(
 
     def forward_local(x: Tensor) -> Tensor:
         mean = op(x, mw, mb)
-        var = op(x * x, sw * sw, None if sb is None else sb * sb)
+        var = op(x * x, vw, vb)
         eps = torch.randn(mean.shape, generator=gen, dtype=mean.dtype, device=mean.device)
-        return mean + torch.sqrt(var + 1e-16) * eps
+        return torch.addcmul(mean, torch.sqrt(var + 1e-16), eps)
 
     def forward_flipout(x: Tensor) -> Tensor:
         mean = op(x, mw, mb)
-        dw = sw * torch.randn(mw.shape, generator=gen, dtype=mw.dtype, device=mw.device)
+        dw = vw.sqrt() * torch.randn(mw.shape, generator=gen, dtype=mw.dtype, device=mw.device)
         s_in = _signs((x.shape[0], x.shape[1]), gen, x)
         s_out = _signs((mean.shape[0], mean.shape[1]), gen, mean)
         extra = (1,) * (x.ndim - 2)
         pert = op(x * s_in.view(*s_in.shape, *extra), dw, None) * s_out.view(*s_out.shape, *extra)
-        if sb is not None:
-            eb = torch.randn(sb.shape, generator=gen, dtype=sb.dtype, device=sb.device)
-            pert = pert + (sb * eb).view(-1, *extra)
+        if vb is not None:
+            eb = torch.randn(vb.shape, generator=gen, dtype=vb.dtype, device=vb.device)
+            pert = pert + (vb.sqrt() * eb).view(-1, *extra)
         return mean + pert
 
     return forward_local if estimator == "local" else forward_flipout
@@ -83,6 +84,59 @@ def _patched(layers: list[tuple[nn.Module, Callable[[Tensor], Tensor]]]) -> Iter
             del layer.forward
 
 
+class ForwardPlan:
+    """What a stochastic forward needs, resolved once per posterior: the local/flipout layers with
+    their slices of the flat vector, and the slices sampled by plain reparameterisation."""
+
+    def __init__(self, posterior: Posterior, estimator: str = "reparam"):
+        if estimator not in ESTIMATORS:
+            raise BnnkitError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}.")
+        self.posterior = posterior
+        self.estimator = estimator
+        view = posterior.view
+        self.layers: list[tuple[nn.Module, str, str | None, Tensor | None]] = []
+        covered: set[str] = set()
+        if estimator != "reparam":
+            for name, layer in posterior.module.named_modules():
+                if not isinstance(layer, (nn.Linear, nn.Conv2d)):
+                    continue
+                pre = f"{name}." if name else ""
+                wn, bn = pre + "weight", pre + "bias"
+                if wn not in view.names:
+                    continue
+                covered.add(wn)
+                sampled_bias = bn in view.names
+                if sampled_bias:
+                    covered.add(bn)
+                self.layers.append((layer, wn, bn if sampled_bias else None, posterior.fixed.get(bn)))
+        self.reparam_names = [n for n in posterior.net_names if n not in covered]
+
+    def __call__(self, mu: Tensor, sigma: Tensor, inputs: Tensor, gen: torch.Generator) -> Tensor:
+        """Network output for one draw from ``q`` (per-example draws for local / flipout layers)."""
+        post = self.posterior
+        if not self.layers:
+            eps = torch.randn(mu.shape, generator=gen, dtype=mu.dtype, device=mu.device)
+            return post.forward(post.split(mu + sigma * eps)[0], inputs)
+        # layers handled by local/flipout ignore the tensors swapped in for them: pass mu's views
+        params = post.split(mu)[0]
+        if self.reparam_names:
+            eps = torch.randn(mu.shape, generator=gen, dtype=mu.dtype, device=mu.device)
+            drawn = post.split(mu + sigma * eps)[0]
+            for n in self.reparam_names:
+                params[n] = drawn[n]
+        var = sigma * sigma
+        var_views = post.split(var)[0]
+        patches = []
+        for layer, wn, bn, fixed_b in self.layers:
+            mb = params[bn] if bn is not None else fixed_b
+            vb = var_views[bn] if bn is not None else None
+            patches.append(
+                (layer, _layer_forward(layer, params[wn], var_views[wn], mb, vb, self.estimator, gen))
+            )
+        with _patched(patches):
+            return post.forward(params, inputs)
+
+
 def stochastic_forward(
     posterior: Posterior,
     mu: Tensor,
@@ -91,27 +145,5 @@ def stochastic_forward(
     gen: torch.Generator,
     estimator: str = "reparam",
 ) -> Tensor:
-    """Network output for one draw from ``q`` (per-example draws for local / flipout layers)."""
-    if estimator not in ESTIMATORS:
-        raise BnnkitError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}.")
-    eps = torch.randn(mu.shape, generator=gen, dtype=mu.dtype, device=mu.device)
-    w = mu + sigma * eps
-    if estimator == "reparam":
-        return posterior.forward(posterior.split(w)[0], inputs)
-    mu_p, sig_p = posterior.split(mu)[0], posterior.split(sigma)[0]
-    params = posterior.split(w)[0]
-    layers = []
-    for name, layer in posterior.module.named_modules():
-        if not isinstance(layer, (nn.Linear, nn.Conv2d)):
-            continue
-        pre = f"{name}." if name else ""
-        wn, bn = pre + "weight", pre + "bias"
-        if wn not in mu_p:
-            continue
-        has_b = bn in mu_p
-        fixed_b = posterior.fixed.get(bn) if not has_b else None
-        mb = mu_p[bn] if has_b else fixed_b
-        sb = sig_p[bn] if has_b else None
-        layers.append((layer, _layer_forward(layer, mu_p[wn], sig_p[wn], mb, sb, estimator, gen)))
-    with _patched(layers):
-        return posterior.forward(params, inputs)
+    """One-off :class:`ForwardPlan` call (build the plan once when calling repeatedly)."""
+    return ForwardPlan(posterior, estimator)(mu, sigma, inputs, gen)
