@@ -7,7 +7,6 @@ with a 95% band over the data and beyond it.
 
 from __future__ import annotations
 
-import math
 import time
 
 import torch
@@ -15,6 +14,7 @@ import torch
 import bnnkit
 from bnnkit.data.toy import TOY1D_NOISE, load_toy1d, toy1d_function
 from bnnkit.diagnostics import ess, rhat
+from bnnkit.predict import network_outputs, predict, rmse
 
 HIDDEN = 32
 
@@ -76,28 +76,24 @@ def run_demo(
     y_in = toy1d_function(x_in.squeeze(-1)) + TOY1D_NOISE * torch.randn(200, generator=gen)
     x_out = torch.cat([torch.linspace(-3.5, -2.2, 50), torch.linspace(2.2, 3.5, 50)]).unsqueeze(-1)
 
-    train = _predict(posterior, samples, X)
-    test = _predict(posterior, samples, x_in)
-    outside = _predict(posterior, samples, x_out)
+    train = predict(posterior, samples, X)
+    test = predict(posterior, samples, x_in)
+    outside = predict(posterior, samples, x_out)
     metrics = {
-        "train_rmse": _rmse(train["mean"], y),
-        "train_nll": _nll(train, y),
-        "test_rmse": _rmse(test["mean"], y_in),
-        "test_nll": _nll(test, y_in),
-        "outside_rmse_vs_truth": _rmse(outside["mean"], toy1d_function(x_out.squeeze(-1))),
-        "inside_mean_sd": float(test["var"].sqrt().mean()),
-        "outside_mean_sd": float(outside["var"].sqrt().mean()),
+        "train_rmse": rmse(train.mean, y),
+        "train_nll": train.nll(y),
+        "test_rmse": rmse(test.mean, y_in),
+        "test_nll": test.nll(y_in),
+        "outside_rmse_vs_truth": rmse(outside.mean, toy1d_function(x_out.squeeze(-1))),
+        "inside_mean_sd": float(test.stddev.mean()),
+        "outside_mean_sd": float(outside.stddev.mean()),
         "acceptance_rate": samples.acceptance_rate(),
         "divergences": samples.num_divergences(),
         "step_size": [round(float(s), 5) for s in samples.stats["step_size"][:, 0]],
-        "noise_sd": float(
-            posterior.likelihood.precision({"log_precision": samples.params["likelihood.log_precision"]})
-            .rsqrt()
-            .mean()
-        ),
+        "noise_sd": float(train.aleatoric_variance.mean().sqrt()),
     }
     probe = torch.linspace(-3.5, 3.5, 15).unsqueeze(-1)
-    f_probe = _outputs(posterior, samples, probe).reshape(samples.num_chains, samples.num_draws, -1)
+    f_probe = network_outputs(posterior, samples, probe).reshape(samples.num_chains, samples.num_draws, -1)
     if samples.num_chains > 1:
         metrics["rhat_max_f"] = float(rhat(f_probe).max())
         metrics["rhat_log_density"] = float(rhat(samples.stats["log_density"].unsqueeze(-1)).max())
@@ -108,28 +104,6 @@ def run_demo(
     _plot(out, posterior, samples, X, y)
     print(f"wrote {out}")
     return metrics
-
-
-def _outputs(posterior: bnnkit.Posterior, samples: bnnkit.Samples, inputs: torch.Tensor) -> torch.Tensor:
-    with torch.no_grad():
-        return torch.stack(
-            [posterior.forward(posterior.split(x)[0], inputs).squeeze(-1) for x in samples.flat()]
-        )
-
-
-def _predict(posterior: bnnkit.Posterior, samples: bnnkit.Samples, inputs: torch.Tensor) -> dict:
-    f = _outputs(posterior, samples, inputs)
-    noise_var = samples.params["likelihood.log_precision"].reshape(-1, 1).neg().exp()
-    return {"f": f, "noise_var": noise_var, "mean": f.mean(0), "var": f.var(0) + noise_var.mean()}
-
-
-def _rmse(a: torch.Tensor, b: torch.Tensor) -> float:
-    return float(((a - b) ** 2).mean().sqrt())
-
-
-def _nll(pred: dict, y: torch.Tensor) -> float:
-    lp = torch.distributions.Normal(pred["f"], pred["noise_var"].sqrt()).log_prob(y)
-    return float(-(torch.logsumexp(lp, 0) - math.log(lp.shape[0])).mean())
 
 
 def _report(m: dict, t_sample: float) -> None:
@@ -162,10 +136,10 @@ def _plot(
     import matplotlib.pyplot as plt
 
     grid = torch.linspace(-3.5, 3.5, 300).unsqueeze(-1)
-    pred = _predict(posterior, samples, grid)
+    pred = predict(posterior, samples, grid)
     g = grid.squeeze(-1).numpy()
-    mean, sd = pred["mean"].numpy(), pred["var"].sqrt().numpy()
-    epi = pred["f"].std(0).numpy()
+    mean, sd = pred.mean.numpy(), pred.stddev.numpy()
+    epi = pred.epistemic_variance.sqrt().numpy()
     fig, ax = plt.subplots(figsize=(8, 4.5))
     ax.fill_between(
         g, mean - 1.96 * sd, mean + 1.96 * sd, color="tab:blue", alpha=0.2, label="95% predictive band"

@@ -1,0 +1,186 @@
+"""Posterior predictive distributions from draws (MCMC, importance sampling or VI).
+
+Regression (Gaussian likelihood): a mixture of Gaussians over draws ``s`` with weights ``w_s``
+(``1/S`` for MCMC, the normalised importance weights for importance sampling)::
+
+    mean      = sum_s w_s f_s(x)
+    epistemic = sum_s w_s (f_s(x) - mean)^2
+    aleatoric = sum_s w_s sigma_s^2
+    NLL(y)    = -log sum_s w_s N(y; f_s(x), sigma_s^2)        (log-sum-exp over draws)
+
+Classification (Bernoulli / Categorical): ``p(y | x) = sum_s w_s softmax(f_s(x))``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from ..core.errors import BnnkitError
+from ..core.posterior import Posterior
+from ..core.samples import Samples
+from ..likelihoods import Bernoulli, Categorical, Gaussian
+
+LOG_2PI = math.log(2 * math.pi)
+
+
+def _draws(samples: Samples | Tensor) -> Tensor:
+    if isinstance(samples, Samples):
+        return samples.flat()
+    if samples.ndim == 1:
+        return samples.unsqueeze(0)
+    return samples.reshape(-1, samples.shape[-1])
+
+
+def _log_weights(samples: Samples | Tensor, num: int, weights: Tensor | None) -> Tensor:
+    if weights is not None:
+        w = torch.as_tensor(weights, dtype=torch.float64).reshape(-1)
+        if w.numel() != num or (w < 0).any() or not bool(w.sum() > 0):
+            raise BnnkitError(f"weights must be {num} non-negative numbers with a positive sum.")
+        lw = torch.log(w)
+        return lw - torch.logsumexp(lw, 0)
+    if isinstance(samples, Samples) and samples.log_weights is not None:
+        return samples.log_weights
+    return torch.full((num,), -math.log(num), dtype=torch.float64)
+
+
+def network_outputs(
+    posterior: Posterior, samples: Samples | Tensor, inputs: Tensor, chunk: int = 256
+) -> Tensor:
+    """Network outputs ``[S, N, ...]`` for every draw (no gradient), ``torch.func.vmap`` over draws."""
+    draws = _draws(samples)
+    if draws.shape[-1] != posterior.view.size:
+        raise BnnkitError(
+            f"draws have {draws.shape[-1]} parameters but the posterior has {posterior.view.size}; "
+            "use the posterior the samples were drawn from."
+        )
+
+    def one(x: Tensor) -> Tensor:
+        return posterior.forward(posterior.split(x)[0], inputs)
+
+    outs = []
+    with torch.no_grad():
+        try:
+            batched = torch.func.vmap(one)
+            for i in range(0, draws.shape[0], chunk):
+                outs.append(batched(draws[i : i + chunk]))
+        except (RuntimeError, ValueError):  # modules vmap cannot trace: loop over draws
+            outs = [torch.stack([one(x) for x in draws])]
+    return torch.cat(outs)
+
+
+@dataclass
+class RegressionPredictive:
+    """Gaussian-mixture predictive at ``N`` inputs; ``f`` are the draws' means ``[S, N]``."""
+
+    f: Tensor
+    noise_var: Tensor  # [S, 1] per-draw noise variance
+    log_weights: Tensor  # [S]
+
+    @property
+    def _w(self) -> Tensor:
+        return self.log_weights.exp().to(self.f.dtype).unsqueeze(-1)
+
+    @property
+    def mean(self) -> Tensor:
+        return (self._w * self.f).sum(0)
+
+    @property
+    def epistemic_variance(self) -> Tensor:
+        return (self._w * (self.f - self.mean) ** 2).sum(0)
+
+    @property
+    def aleatoric_variance(self) -> Tensor:
+        return (self._w * self.noise_var).sum(0).expand_as(self.mean)
+
+    @property
+    def variance(self) -> Tensor:
+        """Total predictive variance = aleatoric + epistemic."""
+        return self.aleatoric_variance + self.epistemic_variance
+
+    @property
+    def stddev(self) -> Tensor:
+        return self.variance.sqrt()
+
+    def log_prob(self, y: Tensor) -> Tensor:
+        """Per-point log predictive density (log-sum-exp over draws)."""
+        y = _as_targets(y, self.f.shape[1:])
+        lp = -0.5 * ((y - self.f) ** 2 / self.noise_var + torch.log(self.noise_var) + LOG_2PI)
+        return torch.logsumexp(lp + self.log_weights.to(lp.dtype).unsqueeze(-1), 0)
+
+    def nll(self, y: Tensor) -> float:
+        """Mean negative log predictive density."""
+        return float(-self.log_prob(y).mean())
+
+    def interval(self, level: float = 0.95) -> tuple[Tensor, Tensor]:
+        """Central interval of a Gaussian with the mixture's mean and total variance."""
+        z = math.sqrt(2) * torch.erfinv(torch.tensor(level, dtype=torch.float64)).item()
+        return self.mean - z * self.stddev, self.mean + z * self.stddev
+
+
+@dataclass
+class ClassificationPredictive:
+    """Averaged class probabilities ``[N, C]`` (C = 2 for Bernoulli)."""
+
+    probs: Tensor
+
+    @property
+    def mean(self) -> Tensor:
+        return self.probs
+
+    def nll(self, y: Tensor) -> float:
+        p = self.probs.gather(-1, y.long().reshape(-1, 1)).squeeze(-1)
+        return float(-torch.log(p.clamp_min(1e-40)).mean())
+
+    def predicted_class(self) -> Tensor:
+        return self.probs.argmax(-1)
+
+    def entropy(self) -> Tensor:
+        p = self.probs.clamp_min(1e-40)
+        return -(self.probs * p.log()).sum(-1)
+
+
+def predict(
+    posterior: Posterior,
+    samples: Samples | Tensor,
+    inputs: Tensor,
+    weights: Tensor | None = None,
+) -> RegressionPredictive | ClassificationPredictive:
+    """Posterior predictive at ``inputs`` from draws of ``posterior``.
+
+    ``samples`` is a :class:`~bnnkit.Samples` (importance weights are used when it has them) or a
+    tensor of flat draws ``[..., D]``; ``weights`` overrides with explicit non-negative weights.
+    """
+    draws = _draws(samples)
+    lw = _log_weights(samples, draws.shape[0], weights)
+    out = network_outputs(posterior, draws, inputs)
+    lik = posterior.likelihood
+    if isinstance(lik, Gaussian):
+        f = out.squeeze(-1) if out.ndim == 3 and out.shape[-1] == 1 else out
+        if lik.learn_noise:
+            idx = posterior.view.names.index("likelihood.log_precision")
+            log_tau = draws[:, posterior.view.offsets[idx]]
+            noise_var = torch.exp(-log_tau).reshape(-1, *([1] * (f.ndim - 1)))
+        else:
+            noise_var = torch.full((draws.shape[0], *([1] * (f.ndim - 1))), lik.noise**2, dtype=f.dtype)
+        return RegressionPredictive(f, noise_var.to(f.dtype), lw)
+    w = lw.exp().to(out.dtype)
+    if isinstance(lik, Bernoulli):
+        p1 = torch.sigmoid(out.squeeze(-1) if out.shape[-1] == 1 else out)
+        probs = torch.stack([1 - p1, p1], -1)
+    elif isinstance(lik, Categorical):
+        probs = torch.softmax(out, -1)
+    else:
+        raise BnnkitError(f"no predictive for likelihood {type(lik).__name__}.")
+    return ClassificationPredictive(torch.einsum("s,s...->...", w, probs))
+
+
+def _as_targets(y: Tensor, shape: torch.Size) -> Tensor:
+    if y.shape == shape:
+        return y
+    if y.numel() == math.prod(shape):
+        return y.reshape(shape)
+    raise BnnkitError(f"targets of shape {tuple(y.shape)} do not match predictions of shape {tuple(shape)}.")
