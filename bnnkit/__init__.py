@@ -11,7 +11,7 @@ from .core.samples import Samples
 from .core.target import Target, as_target
 from .likelihoods import Bernoulli, Categorical, Gaussian
 from .priors import GaussianPrior, LaplacePrior, ScaleMixturePrior
-from .samplers import HMC, RandomWalkMH
+from .samplers import HMC, NUTS, RandomWalkMH
 
 __version__ = "0.1.0"
 
@@ -29,5 +29,6 @@ __all__ = [
     "ScaleMixturePrior",
     "LaplacePrior",
     "HMC",
+    "NUTS",
     "RandomWalkMH",
 ]

@@ -12,7 +12,9 @@ def _net():
 
 def _data(n=12):
     g = torch.Generator().manual_seed(1)
-    return torch.randn(n, 2, generator=g, dtype=torch.float64), torch.randn(n, generator=g, dtype=torch.float64)
+    return torch.randn(n, 2, generator=g, dtype=torch.float64), torch.randn(
+        n, generator=g, dtype=torch.float64
+    )
 
 
 def test_log_prob_is_likelihood_plus_prior_with_minibatch_scaling():
@@ -28,7 +30,9 @@ def test_log_prob_is_likelihood_plus_prior_with_minibatch_scaling():
 def test_gradient_paths_agree_with_torch_func_grad():
     net = _net()
     X, y = _data()
-    post = bnnkit.Posterior(net, bnnkit.Gaussian(0.5, learn_noise=True), bnnkit.GaussianPrior(1.5), num_data=30)
+    post = bnnkit.Posterior(
+        net, bnnkit.Gaussian(0.5, learn_noise=True), bnnkit.GaussianPrior(1.5), num_data=30
+    )
     x = post.initial_position() + 0.05
     g_dict = post.grad_log_prob(post.view.unravel(x), (X, y))  # torch.func.grad over the dict
     _, g_fast = post.target().value_and_grad(x, (X, y))

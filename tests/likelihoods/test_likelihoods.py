@@ -41,7 +41,9 @@ def test_gaussian_upper_bound_is_attained_at_zero_residual():
 def test_bernoulli_and_categorical_match_torch_distributions():
     logits = torch.randn(6, generator=G)
     y = (torch.rand(6, generator=G) > 0.5).float()
-    assert torch.allclose(bnnkit.Bernoulli().log_prob(logits, y, {}), TBernoulli(logits=logits).log_prob(y).sum())
+    assert torch.allclose(
+        bnnkit.Bernoulli().log_prob(logits, y, {}), TBernoulli(logits=logits).log_prob(y).sum()
+    )
     logits = torch.randn(6, 4, generator=G)
     labels = torch.randint(0, 4, (6,), generator=G)
     got = bnnkit.Categorical().log_prob(logits, labels, {})
