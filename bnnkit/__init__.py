@@ -11,7 +11,15 @@ from .core.samples import Samples
 from .core.target import Target, as_target
 from .likelihoods import Bernoulli, Categorical, Gaussian
 from .priors import GaussianPrior, LaplacePrior, ScaleMixturePrior
-from .samplers import HMC, NUTS, RandomWalkMH
+from .samplers import (
+    HMC,
+    NUTS,
+    ImportanceSampler,
+    MetropolisHastings,
+    MetropolisWithinGibbs,
+    RandomWalkMH,
+    RejectionSampler,
+)
 
 __version__ = "0.1.0"
 
@@ -31,4 +39,8 @@ __all__ = [
     "HMC",
     "NUTS",
     "RandomWalkMH",
+    "MetropolisHastings",
+    "MetropolisWithinGibbs",
+    "RejectionSampler",
+    "ImportanceSampler",
 ]

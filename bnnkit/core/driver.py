@@ -160,7 +160,12 @@ def sample(
         all_stats = [r[1] for r in read]
     positions = torch.stack(all_pos)
     stats = {k: torch.stack([s[k] for s in all_stats]) for k in all_stats[0]}
-    return Samples(positions, stats, target.view, config)
+    samples = Samples(positions, stats, target.view, config)
+    if samples.log_weights is not None:
+        from ..diagnostics import warn_if_degenerate
+
+        warn_if_degenerate(samples.log_weights)
+    return samples
 
 
 def _initial_position(
