@@ -10,6 +10,9 @@ With inverse mass (diagonal) ``M^-1``, momentum ``p ~ N(0, M)`` and potential
 and accepts ``(x', p')`` with probability ``min(1, exp(H(x, p) - H(x', p')))``, where
 ``H(x, p) = U(x) + p^T M^-1 p / 2``.  An energy error above ``divergence_threshold`` (or a
 non-finite one) marks the transition divergent: it is rejected and recorded, never a crash.
+With ``jitter = j > 0`` each transition uses ``e * U(1 - j, 1 + j)``: a fixed trajectory length can
+resonate with the target's scales (nearly periodic, antithetic chains whose second moments mix
+badly); randomising the step size breaks this (Neal 2011, section 5.4.2.2).
 Step size and diagonal metric are tuned in warm-up by
 :func:`~bnnkit.samplers.adaptation.window_adaptation`.
 """
@@ -73,6 +76,7 @@ class HMC:
     adapt_step_size: bool = True
     adapt_mass: bool = True
     divergence_threshold: float = 1000.0
+    jitter: float = 0.2
     name: str = "hmc"
 
     def __post_init__(self) -> None:
@@ -80,12 +84,15 @@ class HMC:
         check_int_at_least("num_steps", self.num_steps, 1)
         if not 0 < self.target_accept < 1:
             raise ValueError(f"target_accept must lie in (0, 1), got {self.target_accept!r}.")
+        if not 0 <= self.jitter < 1:
+            raise ValueError(f"jitter must lie in [0, 1), got {self.jitter!r}.")
 
     def config(self) -> dict:
         return asdict(self)
 
     def build(self, target: Target) -> Kernel:
         step_size0, n_steps, threshold = self.step_size, self.num_steps, self.divergence_threshold
+        jitter = self.jitter
 
         def init(position: Tensor, batch: Batch) -> HMCState:
             lp, g = target.value_and_grad(position, batch)
@@ -100,6 +107,9 @@ class HMC:
         def step(state: HMCState, batch: Batch, gen: torch.Generator) -> tuple[HMCState, HMCInfo]:
             x0, lp0, g0, eps, inv_m = state
             p0 = normal(x0, gen) / inv_m.sqrt()
+            if jitter > 0:  # a random step size per transition breaks periodic (non-ergodic) orbits
+                u = torch.rand((), generator=gen, dtype=eps.dtype)
+                eps = eps * (1 + jitter * (2 * u - 1))
             h0 = -lp0 + 0.5 * torch.dot(p0 * inv_m, p0)
             x1, p1, g1, lp1, n = leapfrog(target, x0, p0, g0, eps, inv_m, n_steps, batch)
             h1 = -lp1 + 0.5 * torch.dot(p1 * inv_m, p1)
@@ -107,7 +117,7 @@ class HMC:
             diverging = ~torch.isfinite(delta) | (delta > threshold)
             accept_prob, accepted = metropolis_accept(-delta, gen)
             if bool(accepted):
-                new = HMCState(x1, lp1, g1, eps, inv_m)
+                new = HMCState(x1, lp1, g1, state.step_size, inv_m)
             else:
                 new = state
             info = HMCInfo(
@@ -116,7 +126,7 @@ class HMC:
                 is_accepted=accepted,
                 diverging=diverging,
                 energy=torch.where(accepted, h1, h0),
-                step_size=eps,
+                step_size=state.step_size,
                 num_steps=torch.tensor(n),
             )
             return new, info

@@ -6,24 +6,10 @@ import bnnkit
 from bnnkit.core.errors import BnnkitError
 from bnnkit.diagnostics import ess
 from bnnkit.samplers import MetropolisWithinGibbs
-from tests.helpers import assert_gaussian_matches, linear_problem
+from tests.helpers import linear_problem
 
 PROB = linear_problem(n=30, d=2)
 DATA = (PROB.X, PROB.y)
-
-
-def test_coordinate_wise_metropolis_within_gibbs_matches_conjugate_posterior():
-    s = bnnkit.sample(
-        MetropolisWithinGibbs(blocks=[[0], [1]]),
-        PROB.posterior(),
-        DATA,
-        num_samples=4000,
-        num_warmup=500,
-        num_chains=2,
-        seed=0,
-        progress=False,
-    )
-    assert_gaussian_matches(s.positions, PROB.mean, PROB.cov)
 
 
 def test_layer_blocks_on_a_network():

@@ -43,8 +43,11 @@ def test_hmc_adapts_step_size_towards_target_acceptance():
         seed=0,
         progress=False,
     )
-    assert 0.65 < s.acceptance_rate() < 0.95
+    # in 2-D the acceptance stays near 1 until close to the stability edge, so the averaged
+    # dual-averaging step lands a little below it: acceptance above target, step size reduced
+    assert 0.65 < s.acceptance_rate() < 0.99
     eps = s.stats["step_size"]
+    assert 0.2 < float(eps[0, 0]) < 1.0
     assert torch.all(eps == eps[0, 0]), "step size must be frozen after warm-up"
 
 

@@ -1,22 +1,7 @@
 import torch
 
 import bnnkit
-from tests.helpers import assert_gaussian_matches, linear_problem
-
-
-def test_rwmh_matches_conjugate_linear_regression():
-    prob = linear_problem(n=30, d=2)
-    s = bnnkit.sample(
-        bnnkit.RandomWalkMH(step_size=0.5),
-        prob.posterior(),
-        (prob.X, prob.y),
-        num_samples=4000,
-        num_warmup=1000,
-        num_chains=2,
-        seed=11,
-        progress=False,
-    )
-    assert_gaussian_matches(s.positions, prob.mean, prob.cov)
+from tests.helpers import linear_problem
 
 
 def test_rwmh_warmup_adapts_the_scale():
