@@ -20,6 +20,7 @@ from .samplers import (
     RandomWalkMH,
     RejectionSampler,
 )
+from .sgmcmc import SGHMC, SGLD, CyclicalSGHMC, CyclicalSGLD, PreconditionedSGLD
 
 __version__ = "0.1.0"
 
@@ -43,4 +44,9 @@ __all__ = [
     "MetropolisWithinGibbs",
     "RejectionSampler",
     "ImportanceSampler",
+    "SGLD",
+    "SGHMC",
+    "CyclicalSGLD",
+    "CyclicalSGHMC",
+    "PreconditionedSGLD",
 ]

@@ -95,3 +95,38 @@ def assert_gaussian_matches(
     se_cov = ((cov.diag()[:, None] * cov.diag()[None, :] + cov**2) / n_eff).sqrt()
     zc = (S - cov).abs() / se_cov
     assert bool((zc < k_cov).all()), f"covariance off by {zc.max().item():.2f} SE: sample\n{S}\nexact\n{cov}"
+
+
+def sg_errors(draws: Tensor, mean: Tensor, cov: Tensor) -> tuple[float, float]:
+    """Discretisation error of an SG-MCMC run: (largest |mean error| in posterior standard
+    deviations, relative Frobenius error of the sample covariance)."""
+    x = draws.reshape(-1, mean.numel()).double()
+    z = ((x.mean(0) - mean) / cov.diag().sqrt()).abs().max()
+    rel = (torch.cov(x.T).reshape(cov.shape) - cov).norm() / cov.norm()
+    return float(z), float(rel)
+
+
+class Interrupted:
+    """Wraps an algorithm so its step raises KeyboardInterrupt after ``stop_after`` steps (a
+    simulated crash); name and configuration are the wrapped algorithm's, so a resumed run with
+    the plain algorithm accepts the output directory."""
+
+    def __init__(self, inner, stop_after: int):
+        self.inner, self.stop_after = inner, stop_after
+        self.name = inner.name
+        self.sampling_fraction = getattr(inner, "sampling_fraction", 1.0)
+
+    def config(self) -> dict:
+        return self.inner.config()
+
+    def build(self, target):
+        kernel = self.inner.build(target)
+        calls = {"n": 0}
+
+        def step(state, batch, gen):
+            calls["n"] += 1
+            if calls["n"] > self.stop_after:
+                raise KeyboardInterrupt
+            return kernel.step(state, batch, gen)
+
+        return kernel._replace(step=step)

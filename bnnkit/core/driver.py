@@ -9,6 +9,7 @@ the same chains, whatever else the process does.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -117,6 +118,10 @@ def sample(
 
     kernel = algorithm.build(target)
     batches = _batch_source(data)
+    # Every chain starts the stream afresh (its own shuffles come from its own generator), so a
+    # chain's draws do not depend on which chains, or earlier runs, used the stream before it.
+    initial = getattr(batches, "initial_state", None)
+    fresh_batches = initial() if initial is not None else batches.state_dict()
     config = {
         "algorithm": {"name": algorithm.name, **algorithm.config()},
         "model": model_config,
@@ -140,6 +145,7 @@ def sample(
             target,
             posterior,
             batches,
+            fresh_batches,
             chain,
             init,
             seed,
@@ -150,6 +156,7 @@ def sample(
             store,
             chunk_size,
             num_chains,
+            float(getattr(algorithm, "sampling_fraction", 1.0)),
         )
         all_pos.append(pos)
         all_stats.append(stats)
@@ -189,6 +196,7 @@ def _run_chain(
     target,
     posterior,
     batches,
+    fresh_batches,
     chain,
     init,
     seed,
@@ -199,8 +207,11 @@ def _run_chain(
     store,
     chunk_size,
     num_chains,
+    sampling_fraction,
 ) -> tuple[Tensor, dict[str, Tensor]]:
-    total = num_warmup + num_samples * thin
+    # Cyclical SG-MCMC keeps draws only in its sampling stages: estimate the steps needed.
+    fraction = sampling_fraction
+    total = num_warmup + math.ceil(num_samples * thin / fraction)
     gen = make_generator(seed, chain)
     ckpt = store.load_checkpoint(chain) if store is not None else None
     adapt = kernel.adaptation if num_warmup > 0 else None
@@ -210,11 +221,13 @@ def _run_chain(
         gen.set_state(ckpt["generator"])
         batches.load_state_dict(ckpt["batches"])
         start, num_chunks = ckpt["iteration"], ckpt["num_chunks"]
+        n_collectable, n_kept = ckpt["n_collectable"], ckpt["n_kept"]
     else:
+        batches.load_state_dict(fresh_batches)
         x0 = _initial_position(target, posterior, init, chain, gen)
         state = kernel.init(x0, batches.next(gen) if not isinstance(batches, FullBatch) else batches.data)
         astate = adapt.init(state, num_warmup) if adapt is not None else None
-        start, num_chunks = 0, 0
+        start, num_chunks, n_collectable, n_kept = 0, 0, 0, 0
 
     keep_pos: list[Tensor] = []
     keep_info: list[Any] = []
@@ -234,25 +247,32 @@ def _run_chain(
                 "batches": batches.state_dict(),
                 "iteration": next_iteration,
                 "num_chunks": num_chunks,
+                "n_collectable": n_collectable,
+                "n_kept": n_kept,
             },
         )
 
     try:
-        for it in range(start, total):
+        it = start
+        while n_kept < num_samples:
             batch = batches.next(gen)
             state, info = kernel.step(state, batch, gen)
             if it < num_warmup and adapt is not None:
                 astate, state = adapt.update(astate, state, info)
                 if it == num_warmup - 1:
                     state = adapt.finalize(astate, state)
-            if it >= num_warmup and (it - num_warmup + 1) % thin == 0:
-                keep_pos.append(state.position.detach().clone())
-                keep_info.append(info)
+            collect = getattr(info, "collect", None)
+            if it >= num_warmup and (collect is None or bool(collect)):
+                n_collectable += 1
+                if n_collectable % thin == 0:
+                    keep_pos.append(state.position.detach().clone())
+                    keep_info.append(info)
+                    n_kept += 1
             ap = getattr(info, "accept_prob", None)
             if ap is not None:
                 acc_sum += float(ap)
                 acc_n += 1
-            if len(keep_pos) == chunk_size or (it == total - 1 and keep_pos):
+            if len(keep_pos) == chunk_size or (n_kept == num_samples and keep_pos):
                 chunk = _stack_chunk(keep_pos, keep_info)
                 keep_pos, keep_info = [], []
                 if store is not None:
@@ -266,9 +286,10 @@ def _run_chain(
             ):
                 checkpoint(it + 1)
             if bar is not None:
-                bar.update(1)
+                if it < total:
+                    bar.update(1)
                 now = time.monotonic()
-                if now - last_refresh > 0.25 or it == total - 1:
+                if now - last_refresh > 0.25 or n_kept == num_samples:
                     last_refresh = now
                     post = {"phase": "warmup" if it < num_warmup else "sampling"}
                     if acc_n:
@@ -277,6 +298,7 @@ def _run_chain(
                     if eps is not None:
                         post["step"] = f"{float(eps):.3g}"
                     bar.set_postfix(post, refresh=False)
+            it += 1
     finally:
         if bar is not None:
             bar.close()

@@ -198,6 +198,7 @@ class Posterior:
             log_likelihood=self.log_likelihood_flat,
             log_likelihood_bound=bound,
             conjugate_updates=conj,
+            num_data=self.num_data,
         )
 
     def sample_prior(self, gen: torch.Generator) -> Tensor:

@@ -31,6 +31,9 @@ class Target:
     - ``log_likelihood(x, batch)`` and ``log_likelihood_bound(batch)``: an upper bound of the
       (scaled) log-likelihood, for rejection sampling with the prior as proposal.
     - ``conjugate_updates``: exact Gibbs draws of named parameters given the rest.
+    - ``stochastic_grad(x, batch, generator)``: a gradient estimate that draws random numbers
+      (functional priors at random measurement points), used by the SG-MCMC samplers.
+    - ``num_data``: the training-set size N (for preconditioners on the per-datum scale).
     """
 
     view: FlatView
@@ -41,6 +44,18 @@ class Target:
     log_likelihood: FlatLogDensity | None = None
     log_likelihood_bound: Callable[[Batch], Tensor] | None = None
     conjugate_updates: Mapping[str, ConjugateUpdate] = field(default_factory=dict)
+    stochastic_grad: Callable[[Tensor, Batch, torch.Generator], tuple[Tensor, Tensor]] | None = None
+    num_data: int | None = None
+
+    def estimate_grad(self, x: Tensor, batch: Batch, gen: torch.Generator) -> tuple[Tensor, Tensor]:
+        """Log density and gradient as a stochastic-gradient sampler sees them.
+
+        Equals :meth:`value_and_grad` unless the target's gradient itself draws random numbers
+        (the functional prior's measurement points), which then come from ``gen``.
+        """
+        if self.stochastic_grad is not None:
+            return self.stochastic_grad(x, batch, gen)
+        return self.value_and_grad(x, batch)
 
     def value_and_grad(self, x: Tensor, batch: Batch) -> tuple[Tensor, Tensor]:
         """Log density and its gradient at ``x``.

@@ -1,0 +1,27 @@
+"""Data: minibatch streams for SG-MCMC, the embedded toy set, and benchmark loaders.
+
+Loaders read from a data directory: the ``root`` argument, else ``$BNNKIT_DATA``, else a user
+cache directory; with ``download=True`` they fetch from the canonical source and verify checksums.
+"""
+
+from .download import data_dir, fetch
+from .minibatch import LoaderStream, Minibatches, minibatches
+from .mnist import load_mnist
+from .mushroom import load_mushroom
+from .toy import load_toy1d, toy1d_function
+from .uci import UCI_DATASETS, UCISplit, load_uci
+
+__all__ = [
+    "Minibatches",
+    "LoaderStream",
+    "minibatches",
+    "load_toy1d",
+    "toy1d_function",
+    "load_uci",
+    "UCISplit",
+    "UCI_DATASETS",
+    "load_mushroom",
+    "load_mnist",
+    "data_dir",
+    "fetch",
+]

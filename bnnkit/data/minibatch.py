@@ -1,0 +1,194 @@
+"""Minibatch streams for stochastic-gradient samplers.
+
+A stream is what :func:`bnnkit.sample` accepts as ``data`` when every step should see a fresh
+minibatch: an object with ``next(generator) -> batch``, ``state_dict()``/``load_state_dict()``
+(so an interrupted run resumes on the same batch sequence), and optionally ``initial_state()``
+(where every chain starts) and ``check(posterior)``.
+
+The posterior scales a batch of ``M`` rows by ``N / M`` using the rows it actually receives, so
+a short last batch of an epoch is weighted correctly.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ..core.errors import BnnkitError, check_int_at_least
+from ..core.types import Batch
+
+
+def _check_num_data(posterior: Any, n: int) -> None:
+    num_data = getattr(posterior, "num_data", None)
+    if num_data is None:
+        raise BnnkitError(
+            f"minibatch sampling needs the training-set size: build the Posterior with num_data={n} "
+            "so each minibatch's log-likelihood is scaled by N/M."
+        )
+    if num_data != n:
+        raise BnnkitError(
+            f"the posterior has num_data={num_data} but the minibatch stream holds {n} rows; "
+            f"pass num_data={n} (N must be the size of the data the minibatches come from)."
+        )
+
+
+class Minibatches:
+    """Shuffled epochs of minibatches over tensors that share their first dimension.
+
+    Each epoch draws a permutation from the chain's generator and walks through it in batches of
+    ``batch_size``; the last batch of an epoch has ``N mod batch_size`` rows unless
+    ``drop_last=True``.  With ``batch_size == N`` every step gets the whole data set in its
+    original order and no random numbers are drawn, so SGLD reduces exactly to unadjusted
+    Langevin dynamics.
+
+    Args:
+        *tensors: e.g. ``inputs, targets``; all with the same number of rows ``N >= 1``.
+        batch_size: rows per step, ``1 <= M <= N``.
+        shuffle: draw a fresh permutation every epoch (else go through rows in order).
+        drop_last: skip the short last batch of each epoch.
+    """
+
+    def __init__(self, *tensors: Tensor, batch_size: int, shuffle: bool = True, drop_last: bool = False):
+        if not tensors:
+            raise BnnkitError("Minibatches needs at least one tensor, e.g. Minibatches(x, y, batch_size=32).")
+        for i, t in enumerate(tensors):
+            if not isinstance(t, Tensor) or t.ndim == 0:
+                raise BnnkitError(
+                    f"argument {i} of Minibatches must be a tensor with a row dimension, got {type(t).__name__}."
+                )
+        n = tensors[0].shape[0]
+        if n == 0:
+            raise BnnkitError("the data set is empty (0 rows); minibatch sampling needs at least one row.")
+        if any(t.shape[0] != n for t in tensors):
+            shapes = ", ".join(str(tuple(t.shape)) for t in tensors)
+            raise BnnkitError(f"all tensors must have the same number of rows; got shapes {shapes}.")
+        check_int_at_least("batch_size", batch_size, 1)
+        if batch_size > n:
+            raise BnnkitError(
+                f"batch_size={batch_size} is larger than the data set ({n} rows); use batch_size <= {n}."
+            )
+        self.tensors = tensors
+        self.num_data = n
+        self.batch_size = batch_size
+        self.shuffle = shuffle
+        self.drop_last = drop_last
+        self._full = batch_size == n
+        self._perm: Tensor | None = None
+        self._pos = 0
+
+    @property
+    def batches_per_epoch(self) -> int:
+        n, m = self.num_data, self.batch_size
+        return n // m if self.drop_last else -(-n // m)
+
+    def _take(self, idx: Tensor | None) -> Batch:
+        out = tuple(t if idx is None else t[idx] for t in self.tensors)
+        return out if len(out) > 1 else out[0]
+
+    def next(self, gen: torch.Generator) -> Batch:
+        if self._full:
+            return self._take(None)
+        n, m = self.num_data, self.batch_size
+        if self._perm is None or self._pos >= n or (self.drop_last and self._pos + m > n):
+            self._perm = torch.randperm(n, generator=gen) if self.shuffle else torch.arange(n)
+            self._pos = 0
+        idx = self._perm[self._pos : self._pos + m]
+        self._pos += m
+        return self._take(idx)
+
+    def state_dict(self) -> dict:
+        return {"perm": self._perm, "pos": self._pos}
+
+    def initial_state(self) -> dict:
+        """The state before the first batch (each chain of a run starts from it)."""
+        return {"perm": None, "pos": 0}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._perm, self._pos = state["perm"], state["pos"]
+
+    def check(self, posterior: Any) -> None:
+        _check_num_data(posterior, self.num_data)
+        if hasattr(posterior, "check_data"):
+            posterior.check_data(self._take(torch.arange(min(self.num_data, self.batch_size))))
+
+
+class LoaderStream:
+    """Adapts a ``torch.utils.data.DataLoader`` to the stream interface.
+
+    Batches come in the loader's own order; the stream restarts the loader at the end of each
+    epoch.  Resuming is exact when the loader shuffles with its own ``generator=`` (its state is
+    recorded at the start of each epoch) or does not shuffle.
+    """
+
+    def __init__(self, loader: Any):
+        try:
+            n = len(loader.dataset)
+        except TypeError as err:
+            raise BnnkitError("LoaderStream needs a DataLoader over a dataset with a length.") from err
+        if n == 0:
+            raise BnnkitError("the DataLoader's dataset is empty; minibatch sampling needs at least one row.")
+        self.loader = loader
+        self.num_data = n
+        self._it: Any = None
+        gen = getattr(loader, "generator", None)
+        # The loader generator's state at the start of the current epoch (resume replays from it).
+        self._epoch_gen_state: Tensor | None = gen.get_state() if gen is not None else None
+        self._index = 0
+        self._initial = {"gen_state": self._epoch_gen_state, "index": 0}
+        sampler = getattr(loader, "sampler", None)
+        if gen is None and type(sampler).__name__ == "RandomSampler":
+            warnings.warn(
+                "the DataLoader shuffles with the global RNG; pass generator=torch.Generator().manual_seed(s) "
+                "to the DataLoader so runs are reproducible and resumable.",
+                stacklevel=2,
+            )
+
+    def _start_epoch(self) -> None:
+        gen = getattr(self.loader, "generator", None)
+        self._epoch_gen_state = gen.get_state() if gen is not None else None
+        self._it = iter(self.loader)
+        self._index = 0
+
+    def next(self, gen: torch.Generator) -> Batch:
+        if self._it is None:
+            self._start_epoch()
+        try:
+            batch = next(self._it)
+        except StopIteration:
+            self._start_epoch()
+            batch = next(self._it)
+        self._index += 1
+        return tuple(batch) if isinstance(batch, list) else batch
+
+    def state_dict(self) -> dict:
+        return {"gen_state": self._epoch_gen_state, "index": self._index}
+
+    def initial_state(self) -> dict:
+        """The loader's state when the stream was made (each chain of a run starts from it)."""
+        return dict(self._initial)
+
+    def load_state_dict(self, state: dict) -> None:
+        gen = getattr(self.loader, "generator", None)
+        if gen is not None and state["gen_state"] is not None:
+            gen.set_state(state["gen_state"])
+        self._epoch_gen_state = state["gen_state"]
+        self._it = iter(self.loader)
+        for _ in range(state["index"]):
+            next(self._it)
+        self._index = state["index"]
+
+    def check(self, posterior: Any) -> None:
+        _check_num_data(posterior, self.num_data)
+
+
+def minibatches(data: Any, batch_size: int | None = None, **kwargs: Any) -> Minibatches | LoaderStream:
+    """A stream from ``(inputs, targets)`` tensors and a batch size, or from a ``DataLoader``."""
+    if hasattr(data, "dataset") and hasattr(data, "__iter__"):
+        return LoaderStream(data)
+    if batch_size is None:
+        raise BnnkitError("pass batch_size=M to draw minibatches from tensors.")
+    tensors = data if isinstance(data, (tuple, list)) else (data,)
+    return Minibatches(*tensors, batch_size=batch_size, **kwargs)

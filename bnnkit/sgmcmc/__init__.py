@@ -1,0 +1,21 @@
+"""Stochastic-gradient MCMC: SGLD, SGHMC, their cyclical variants, preconditioned SGLD.
+
+All run through :func:`bnnkit.sample` with a minibatch stream as ``data``
+(:class:`bnnkit.data.Minibatches`); the posterior scales each minibatch by ``N / M``.
+"""
+
+from .psgld import PreconditionedSGLD
+from .schedules import Constant, CosineCycle, PolynomialDecay
+from .sghmc import SGHMC, CyclicalSGHMC
+from .sgld import SGLD, CyclicalSGLD
+
+__all__ = [
+    "SGLD",
+    "SGHMC",
+    "CyclicalSGLD",
+    "CyclicalSGHMC",
+    "PreconditionedSGLD",
+    "Constant",
+    "PolynomialDecay",
+    "CosineCycle",
+]
