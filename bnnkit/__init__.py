@@ -21,6 +21,7 @@ from .samplers import (
     RejectionSampler,
 )
 from .sgmcmc import SGHMC, SGLD, CyclicalSGHMC, CyclicalSGLD, PreconditionedSGLD
+from .sgmcmc.tune import tune
 
 __version__ = "0.1.0"
 
@@ -49,4 +50,5 @@ __all__ = [
     "CyclicalSGLD",
     "CyclicalSGHMC",
     "PreconditionedSGLD",
+    "tune",
 ]

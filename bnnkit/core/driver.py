@@ -65,6 +65,7 @@ def sample(
     output: str | None = None,
     chunk_size: int = 100,
     validate: bool = True,
+    compile: bool = False,
 ) -> Samples:
     """Run ``algorithm`` on ``posterior`` and return its draws.
 
@@ -84,6 +85,11 @@ def sample(
         output: a directory to stream draws to; an interrupted run with the same configuration
             resumes from its last checkpoint and gives the same draws as an uninterrupted run.
         chunk_size: draws per file (and per checkpoint) when streaming.
+        validate: check the data against the model before sampling.
+        compile: compile the log-density gradient with ``torch.compile`` (see
+            :meth:`~bnnkit.core.target.Target.compiled`): a few seconds up front, then steps
+            about twice as fast at BNN-benchmark sizes.  Draws agree with an eager run to float
+            rounding, not bit for bit, so a resumed run must use the same setting.
     """
     check_int_at_least("num_samples", num_samples, 1)
     check_int_at_least("num_warmup", num_warmup, 0)
@@ -116,6 +122,8 @@ def sample(
             f"posterior must be a bnnkit.Posterior or a callable log density, got {type(posterior).__name__}."
         )
 
+    if compile:
+        target = target.compiled()
     kernel = algorithm.build(target)
     batches = _batch_source(data)
     # Every chain starts the stream afresh (its own shuffles come from its own generator), so a
@@ -132,6 +140,7 @@ def sample(
         "seed": seed,
         "init": init if isinstance(init, str) else type(init).__name__,
         "chunk_size": chunk_size,
+        "compile": bool(compile),
     }
     store = RunStore(output, config) if output is not None else None
 

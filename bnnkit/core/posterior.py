@@ -151,8 +151,12 @@ class Posterior:
         if analytic is None:
             return Target.autograd_value_and_grad(self.log_prob_flat, x, batch)
         ll, g = Target.autograd_value_and_grad(self.log_likelihood_flat_with_extras, x, batch)
-        lp, gp = analytic(x[: self.d_net])
-        g[: self.d_net] += gp
+        if self.d_net == x.shape[-1]:
+            lp, gp = analytic(x)
+            g.add_(gp)
+        else:
+            lp, gp = analytic(x[: self.d_net])
+            g[: self.d_net] += gp
         return ll + lp, g
 
     def log_likelihood_flat_with_extras(self, x: Tensor, batch: Batch) -> Tensor:

@@ -58,7 +58,11 @@ class GaussianPrior(Prior):
             def log_prob(w: Tensor, extra: dict[str, Tensor]) -> Tensor:
                 return -0.5 * torch.dot(w * w, inv_var) + const
 
+            iso = float(inv_var[0]) if bool((inv_var == inv_var[0]).all()) else None
+
             def value_and_grad(w: Tensor) -> tuple[Tensor, Tensor]:
+                if iso is not None:  # one scale for all weights: fewer ops per step
+                    return torch.dot(w, w).mul(-0.5 * iso).add(const), w.mul(-iso)
                 g = -w * inv_var
                 return 0.5 * torch.dot(g, w) + const, g
 

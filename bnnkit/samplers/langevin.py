@@ -52,7 +52,7 @@ class ULA:
 
         def step(state: ULAState, batch: Batch, gen: torch.Generator) -> tuple[ULAState, ULAInfo]:
             lp, g = target.value_and_grad(state.position, batch)
-            drift = state.position + (0.5 * eps) * g
+            drift = torch.add(state.position, g, alpha=0.5 * eps)
             x = drift.add_(normal(drift, gen), alpha=math.sqrt(eps))
             return ULAState(x, state.step_size), ULAInfo(lp, state.step_size)
 

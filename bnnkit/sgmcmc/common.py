@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
 
 from ..core.errors import check_positive
 from ..core.types import Batch
+from .schedules import Constant
 
 
 class SGInfo(NamedTuple):
@@ -22,6 +23,26 @@ class SGInfo(NamedTuple):
     log_density: Tensor
     step_size: Tensor
     collect: Tensor
+
+
+# Shared 0-d flags for ``SGInfo.collect`` (no tensor construction per step).
+COLLECT = {True: torch.tensor(True), False: torch.tensor(False)}
+
+
+class StepSizeTensors:
+    """The step size as a 0-d tensor for the state; built once for a constant schedule."""
+
+    def __init__(self, schedule: Any):
+        self.constant = isinstance(schedule, Constant)
+        self.cache: dict[torch.dtype, Tensor] = {}
+
+    def __call__(self, eps: float, dtype: torch.dtype) -> Tensor:
+        if not self.constant:
+            return torch.tensor(eps, dtype=dtype)
+        t = self.cache.get(dtype)
+        if t is None:
+            t = self.cache[dtype] = torch.tensor(eps, dtype=dtype)
+        return t
 
 
 def check_temperature(temperature: float) -> None:

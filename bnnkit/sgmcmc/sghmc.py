@@ -33,7 +33,7 @@ from torch import Tensor
 from ..core.errors import BnnkitError, check_int_at_least, check_positive
 from ..core.target import Target
 from ..core.types import Batch, Kernel
-from .common import check_temperature, normal, split_batch
+from .common import COLLECT, StepSizeTensors, check_temperature, normal, split_batch
 from .schedules import CosineCycle, Schedule, as_schedule
 
 
@@ -169,11 +169,29 @@ class SGHMC:
             var = v_now if t == 0 else var * ema + (1 - ema) * v_now
             return lp, g, var
 
+        scalar_mass = not isinstance(self.mass, Tensor)
+        step_size_tensor = StepSizeTensors(schedule)
+        zero = torch.zeros(())
+        b_info = torch.tensor(b_const)
+
         def step(state: SGHMCState, batch: Batch, gen: torch.Generator) -> tuple[SGHMCState, SGHMCInfo]:
             t = int(state.iteration)
             eps = schedule(t)
             noisy = schedule.sampling(t)
             x, r = state.position, state.momentum
+            if scalar_mass and not online:
+                # Same update with Python-scalar coefficients: few tensor ops per step.
+                m = float(self.mass)
+                if every is not None and t % every == 0:
+                    r = normal(x, gen).mul_(math.sqrt(m * temp))
+                lp, g = target.estimate_grad(x, batch, gen)
+                r_new = torch.add(r.mul(1.0 - eps * C / m), g, alpha=eps)
+                if noisy:
+                    r_new.add_(normal(x, gen), alpha=math.sqrt(2.0 * eps * temp * (C - b_const)))
+                x_new = torch.add(x, r_new, alpha=eps / m)
+                eps_t = step_size_tensor(eps, x.dtype)
+                new = SGHMCState(x_new, r_new, state.noise_var, state.iteration + 1, eps_t)
+                return new, SGHMCInfo(lp, eps_t, COLLECT[noisy], b_info, zero)
             m = mass_like(x)
             if every is not None and t % every == 0:
                 r = normal(x, gen) * (m * temp).sqrt()
@@ -185,9 +203,9 @@ class SGHMC:
             if noisy:
                 r_new = r_new + normal(x, gen) * (2.0 * eps * temp * slack.clamp_min(0.0)).sqrt()
             x_new = x + eps * (r_new / m)
-            eps_t = torch.tensor(eps, dtype=x.dtype)
+            eps_t = step_size_tensor(eps, x.dtype)
             new = SGHMCState(x_new, r_new, var, state.iteration + 1, eps_t)
-            info = SGHMCInfo(lp, eps_t, torch.tensor(noisy), b.mean(), clipped)
+            info = SGHMCInfo(lp, eps_t, COLLECT[noisy], b.mean(), clipped)
             return new, info
 
         return Kernel(init, step)

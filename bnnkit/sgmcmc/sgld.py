@@ -24,7 +24,7 @@ from torch import Tensor
 
 from ..core.target import Target
 from ..core.types import Batch, Kernel
-from .common import SGInfo, check_temperature, normal
+from .common import COLLECT, SGInfo, StepSizeTensors, check_temperature, normal
 from .schedules import CosineCycle, Schedule, as_schedule
 
 
@@ -63,16 +63,18 @@ class SGLD:
                 torch.tensor(schedule(0), dtype=position.dtype),
             )
 
+        step_size_tensor = StepSizeTensors(schedule)
+
         def step(state: SGLDState, batch: Batch, gen: torch.Generator) -> tuple[SGLDState, SGInfo]:
             t = int(state.iteration)
             eps = schedule(t)
             noisy = schedule.sampling(t)
             lp, g = target.estimate_grad(state.position, batch, gen)
-            x = state.position + (0.5 * eps) * g
+            x = torch.add(state.position, g, alpha=0.5 * eps)
             if noisy:
                 x.add_(normal(x, gen), alpha=math.sqrt(eps * temp))
-            new = SGLDState(x, state.iteration + 1, torch.tensor(eps, dtype=x.dtype))
-            return new, SGInfo(lp, new.step_size, torch.tensor(noisy))
+            new = SGLDState(x, state.iteration + 1, step_size_tensor(eps, x.dtype))
+            return new, SGInfo(lp, new.step_size, COLLECT[noisy])
 
         return Kernel(init, step)
 

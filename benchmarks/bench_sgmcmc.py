@@ -1,0 +1,129 @@
+"""Cost of one SGLD and one SGHMC step against a plain ``torch.optim.SGD`` step.
+
+Model: MLP 13-50-50-1 (tanh), Gaussian likelihood, minibatch 32 of N = 506 rows, float32.
+
+- baseline: ``opt.zero_grad(); loss = -loglik(batch) * N/M; loss.backward(); opt.step()``;
+- bnnkit kernel: ``kernel.step(state, batch, generator)`` of SGLD / SGHMC built from a
+  :class:`bnnkit.Posterior` (Gaussian prior, N/M scaling, injected noise);
+- bnnkit driver: wall time per step of ``bnnkit.sample`` (minibatch stream, draw bookkeeping,
+  thinning 10) with the progress bar off;
+- both eager and with the gradient compiled (``compile=True``; compile time reported apart).
+
+The baseline is timed before and after the bnnkit steps and the faster of the two is used.
+
+Run:  python -m benchmarks.bench_sgmcmc [--out benchmarks/results/sgmcmc.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+
+import bnnkit
+from benchmarks._timing import time_per_call, write_results
+from bnnkit.data import Minibatches
+
+
+def mlp() -> torch.nn.Module:
+    return torch.nn.Sequential(
+        torch.nn.Linear(13, 50),
+        torch.nn.Tanh(),
+        torch.nn.Linear(50, 50),
+        torch.nn.Tanh(),
+        torch.nn.Linear(50, 1),
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="benchmarks/results/sgmcmc.json")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--number", type=int, default=500)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    n, m = 506, 32
+    X, y = torch.randn(n, 13), torch.randn(n)
+    batches = [(X[i : i + m], y[i : i + m]) for i in range(0, n - m, m)]
+    k = {"i": 0}
+
+    def next_batch():
+        k["i"] = (k["i"] + 1) % len(batches)
+        return batches[k["i"]]
+
+    net = mlp()
+    opt = torch.optim.SGD(net.parameters(), lr=1e-6)
+
+    def sgd_step() -> None:
+        xb, yb = next_batch()
+        opt.zero_grad(set_to_none=True)
+        r = yb - net(xb).squeeze(-1)
+        loss = 0.5 * (r * r).sum() * (n / m)
+        loss.backward()
+        opt.step()
+
+    post = bnnkit.Posterior(mlp(), bnnkit.Gaussian(1.0), bnnkit.GaussianPrior(1.0), num_data=n)
+    target = post.target()
+    gen = torch.Generator().manual_seed(0)
+    x0 = post.initial_position("module")
+    compiled = target.compiled()
+    results = {}
+    t_sgd = time_per_call(sgd_step, number=args.number)
+    algs = [("sgld", bnnkit.SGLD(1e-6)), ("sghmc", bnnkit.SGHMC(1e-3, friction=10.0))]
+    for (name, alg), compile_ in [(a, c) for c in (False, True) for a in algs]:
+        if compile_:
+            name += "_compiled"
+            if "compile_seconds" not in results:
+                t0 = time.perf_counter()
+                compiled.value_and_grad(x0, batches[0])
+                results["compile_seconds"] = time.perf_counter() - t0
+        kernel = alg.build(compiled if compile_ else target)
+        st = {"s": kernel.init(x0, batches[0])}
+
+        def step(kernel=kernel, st=st) -> None:
+            st["s"], _ = kernel.step(st["s"], next_batch(), gen)
+
+        t_kernel = time_per_call(step, number=args.number)
+        steps = 4000
+        t0 = time.perf_counter()
+        bnnkit.sample(
+            alg,
+            post,
+            Minibatches(X, y, batch_size=m, drop_last=True),
+            num_samples=steps // 10,
+            thin=10,
+            num_warmup=0,
+            progress=False,
+            seed=0,
+            compile=compile_,
+        )
+        t_driver = (time.perf_counter() - t0) / steps
+        results[name] = {"kernel_us": t_kernel * 1e6, "driver_us": t_driver * 1e6}
+    t_sgd = min(t_sgd, time_per_call(sgd_step, number=args.number))
+    print(f"torch.optim.SGD step          : {t_sgd * 1e6:8.1f} us")
+    print(f"compile time                  : {results['compile_seconds']:8.1f} s")
+    for name, r in results.items():
+        if not isinstance(r, dict):
+            continue
+        r["kernel_ratio"] = r["kernel_us"] / (t_sgd * 1e6)
+        r["driver_ratio"] = r["driver_us"] / (t_sgd * 1e6)
+        print(
+            f"{name:5s} kernel step / driver step: {r['kernel_us']:8.1f} us ({r['kernel_ratio']:.2f}x)"
+            f" / {r['driver_us']:8.1f} us ({r['driver_ratio']:.2f}x)   (target <= 1.1x)"
+        )
+    write_results(
+        args.out,
+        {
+            "benchmark": "sgmcmc_step",
+            "model": "MLP 13-50-50-1 tanh, minibatch 32 of 506 rows, float32",
+            "sgd_us": t_sgd * 1e6,
+            **results,
+            "target_ratio": 1.1,
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()
