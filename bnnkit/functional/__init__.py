@@ -1,0 +1,29 @@
+"""Functional priors for SG-MCMC (fSGLD / fSGHMC): a GP prior evaluated at measurement points.
+
+:class:`GPPrior` holds a GPyTorch kernel (built by :func:`make_kernel`), pre-trains it on the data
+(:meth:`GPPrior.fit`) and gives ``log p(f_M)`` and ``alpha = K^{-1} (f_M - m)`` at a measurement set
+``X_M``; :class:`MeasurementPoints` draws a fresh ``X_M`` at each step.
+:class:`FunctionalPosterior` puts the two together with a likelihood, and :class:`FSGLD` /
+:class:`FSGHMC` sample it (``../shared/design/fsgmcmc.md`` has the derivation).
+"""
+
+from .algorithms import FSGHMC, FSGLD
+from .gp_prior import GPPrior, SharedKernelMLL
+from .kernels import KERNEL_NAMES, kernel_hyperparameters, make_kernel
+from .measurement import BoundMeasurementPoints, FixedMeasurementPoints, MeasurementPoints, dedupe_rows
+from .posterior import FunctionalPosterior
+
+__all__ = [
+    "FunctionalPosterior",
+    "FSGLD",
+    "FSGHMC",
+    "GPPrior",
+    "SharedKernelMLL",
+    "make_kernel",
+    "kernel_hyperparameters",
+    "KERNEL_NAMES",
+    "MeasurementPoints",
+    "BoundMeasurementPoints",
+    "FixedMeasurementPoints",
+    "dedupe_rows",
+]

@@ -1,0 +1,458 @@
+"""Gaussian-process prior on network outputs, evaluated at a finite measurement set ``X_M``.
+
+With ``m`` the prior mean, ``K = k(X_M, X_M)`` and a relative jitter ``delta = jitter * mean(diag K)``
+(doubled while the Cholesky factorisation fails, up to ``max_jitter * mean(diag K)``)::
+
+    log p(f_M) = sum_c log N(f_M[:, c]; m, K + delta I)                         (C outputs, shared kernel)
+    alpha      = (K + delta I)^{-1} (f_M - m)                                    (design note E4)
+
+``-J_M^T alpha`` is the functional-prior drift of fSGLD / fSGHMC (E5): run backward on
+``(alpha.detach() * f_M).sum()``.  Kernel, Cholesky and solves run in float64.
+
+The hyperparameters are "pre-trained" by :meth:`GPPrior.fit` (exact GP regression, type-II maximum
+likelihood) and then frozen; the fitted observation noise is kept in ``noise_variance`` (a good
+initial regression noise) and never added to ``K``.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+
+import torch
+from torch import Tensor
+
+from ..core.errors import BnnkitError, check_finite_rows, check_int_at_least, check_positive
+from .kernels import (
+    Kernel,
+    gpytorch,
+    hyperparameter_sites,
+    kernel_hyperparameters,
+    kernel_label,
+    make_kernel,
+    set_hyperparameter,
+)
+
+log = logging.getLogger(__name__)
+_F64 = torch.float64
+_MEANS = ("zero", "constant")
+
+
+class _SharedKernelGP(gpytorch.models.ExactGP):
+    """``C`` independent GPs on the columns of ``y`` [n, C] sharing one kernel and one noise."""
+
+    def __init__(self, x: Tensor, y: Tensor, likelihood, kernel: Kernel, constant_mean: bool):
+        super().__init__(x, y.T, likelihood)
+        self.covar_module = kernel
+        c = y.shape[1]
+        self.output_mean = gpytorch.means.ConstantMean(batch_shape=torch.Size([c])) if constant_mean else None
+
+    def forward(self, x: Tensor):
+        mean = torch.zeros(x.shape[0], dtype=x.dtype, device=x.device)
+        return gpytorch.distributions.MultivariateNormal(mean, self.covar_module(x))
+
+    def constants(self, c: int, like: Tensor) -> Tensor:
+        if self.output_mean is None:
+            return torch.zeros(c, dtype=like.dtype, device=like.device)
+        return self.output_mean.constant.reshape(c)
+
+
+class SharedKernelMLL(gpytorch.mlls.ExactMarginalLogLikelihood):
+    """Exact log marginal likelihood of ``C`` GPs with one kernel, per data row, summed over outputs.
+
+    ``sum_c log N(y[:, c]; mu_c, K + noise I) / n``: one factorisation for all columns (gpytorch's
+    batched MLL would factorise the same matrix ``C`` times).  For ``C = 1`` this is gpytorch's
+    :class:`~gpytorch.mlls.ExactMarginalLogLikelihood`.
+    """
+
+    def forward(self, function_dist, target: Tensor, *params, **kwargs) -> Tensor:
+        output = self.likelihood(function_dist, *params, **kwargs)  # adds the noise to the covariance
+        n, c = target.shape
+        diff = target - output.mean.unsqueeze(-1) - self.model.constants(c, target)
+        inv_quad, logdet = output.lazy_covariance_matrix.inv_quad_logdet(inv_quad_rhs=diff, logdet=True)
+        res = -0.5 * (inv_quad + c * logdet + n * c * math.log(2 * math.pi))
+        res = self._add_other_terms(res, params)
+        return res / n
+
+
+def _median_distance(x: Tensor) -> float:
+    if x.shape[0] < 2:
+        return 1.0
+    d = torch.pdist(x)
+    med = float(d.median()) if d.numel() else 0.0
+    if med <= 0 or not math.isfinite(med):
+        positive = d[d > 0]
+        med = float(positive.median()) if positive.numel() else 1.0
+    return med
+
+
+class GPPrior:
+    """GP prior ``GP(m, k)`` at measurement points, with a GPyTorch kernel held in float64.
+
+    Args:
+        kernel: a spec for :func:`~bnnkit.functional.make_kernel` (``"rbf"``, ``"matern52"``,
+            ``"rbf+linear"``, ...) or a ``gpytorch.kernels.Kernel`` (deep-copied, then cast to float64).
+        input_dim: number of input columns.
+        mean: ``"zero"`` (``m = 0``; standardise regression targets) or ``"constant"`` (a constant
+            per output, 0 until fitted).
+        ard: one lengthscale per input dimension when ``input_dim > 1``.
+        jitter: relative jitter: ``delta = jitter * mean(diag K)``.
+        max_jitter: largest relative jitter tried (doubling from ``jitter``) before giving up.
+        lengthscale, outputscale, variance, period: explicit hyperparameter values (a number or one
+            per dimension), set on every kernel component that has them; :meth:`fit` starts from
+            them instead of its data-driven initial values.
+    """
+
+    def __init__(
+        self,
+        kernel: str | Kernel = "rbf",
+        input_dim: int = 1,
+        mean: str = "zero",
+        ard: bool = True,
+        jitter: float = 1e-6,
+        max_jitter: float = 1e-2,
+        lengthscale: float | list[float] | Tensor | None = None,
+        outputscale: float | None = None,
+        variance: float | list[float] | Tensor | None = None,
+        period: float | list[float] | Tensor | None = None,
+    ) -> None:
+        check_int_at_least("input_dim", input_dim, 1)
+        if mean not in _MEANS:
+            raise BnnkitError(f"mean must be one of {', '.join(_MEANS)}, got {mean!r}.")
+        check_positive("jitter", jitter, "It is relative to mean(diag K); try 1e-6.")
+        check_positive("max_jitter", max_jitter, "It is relative to mean(diag K); try 1e-2.")
+        if max_jitter < jitter:
+            raise BnnkitError(f"max_jitter={max_jitter} must be >= jitter={jitter}.")
+        self.spec = kernel if isinstance(kernel, str) else kernel_label(kernel)
+        built = make_kernel(kernel, input_dim, ard)
+        self.kernel: Kernel = (built if isinstance(kernel, str) else copy.deepcopy(built)).to(_F64)
+        for module in self.kernel.modules():
+            ard_dims = getattr(module, "ard_num_dims", None)
+            if ard_dims is not None and ard_dims != input_dim:
+                raise BnnkitError(
+                    f"kernel component '{kernel_label(module)}' has ard_num_dims={ard_dims} but "
+                    f"input_dim={input_dim}; build the kernel for {input_dim} input columns."
+                )
+        self.input_dim, self.mean_type, self.ard = input_dim, mean, ard
+        self.jitter, self.max_jitter = float(jitter), float(max_jitter)
+        self.explicit: dict[str, float | list[float]] = {}
+        given = {
+            "lengthscale": lengthscale,
+            "outputscale": outputscale,
+            "variance": variance,
+            "period": period,
+        }
+        for name, value in given.items():
+            if value is not None:
+                set_hyperparameter(self.kernel, name, value)
+                v = torch.as_tensor(value, dtype=_F64).flatten()
+                self.explicit[name] = float(v[0]) if v.numel() == 1 else v.tolist()
+        self.mean_constant = torch.zeros((), dtype=_F64)  # [] or [C] after a multi-output fit
+        self.noise_variance: float | None = None
+        self.fitted: dict | None = None
+
+    # ------------------------------------------------------------------ inputs
+    def _inputs(self, x: Tensor, name: str = "xm") -> Tensor:
+        if not isinstance(x, Tensor):
+            raise BnnkitError(f"{name} must be a torch.Tensor of shape [M, {self.input_dim}], got {type(x)}.")
+        if x.ndim == 1 and self.input_dim == 1:
+            x = x.reshape(-1, 1)
+        if x.ndim != 2:
+            raise BnnkitError(
+                f"{name} must be a 2-D tensor [M, input_dim={self.input_dim}], got shape {tuple(x.shape)}."
+            )
+        if x.shape[1] != self.input_dim:
+            raise BnnkitError(
+                f"the kernel was built for input_dim={self.input_dim}, got inputs with {x.shape[1]} "
+                f"columns ({name} of shape {tuple(x.shape)})."
+            )
+        if x.shape[0] < 1:
+            raise BnnkitError(f"{name} has no rows; the prior needs at least one measurement point.")
+        check_finite_rows(name, x)
+        device = x.device
+        if self._device() != device:
+            self.kernel.to(device)
+        return x.detach().to(_F64)
+
+    def _device(self) -> torch.device:
+        p = next(self.kernel.parameters(), None)
+        return p.device if p is not None else torch.device("cpu")
+
+    def to(self, device: str | torch.device) -> GPPrior:
+        """Move the kernel (and fitted mean) to ``device``; inputs on another device also move it."""
+        self.kernel.to(device)
+        self.mean_constant = self.mean_constant.to(device)
+        return self
+
+    def _outputs(self, f: Tensor, m: int) -> None:
+        if not isinstance(f, Tensor) or f.ndim not in (1, 2):
+            raise BnnkitError(f"f must be a tensor of shape [M] or [M, C], got {getattr(f, 'shape', f)!r}.")
+        if f.shape[0] != m:
+            raise BnnkitError(
+                f"f has {f.shape[0]} rows but there are {m} measurement points; f must be the network "
+                "outputs at exactly those points, shape [M] or [M, C]."
+            )
+
+    # ------------------------------------------------------------------ prior quantities
+    def mean(self, xm: Tensor) -> Tensor:
+        """``m(X_M)`` in float64: ``[M]``, or ``[M, C]`` after a multi-output ``mean="constant"`` fit."""
+        x = self._inputs(xm)
+        const = self.mean_constant.to(x.device)
+        return const.expand(x.shape[0], *const.shape).clone()
+
+    def covariance(self, xm: Tensor) -> Tensor:
+        """``K(X_M, X_M)`` [M, M] in float64, without jitter (no autograd graph)."""
+        x = self._inputs(xm)
+        with torch.no_grad(), gpytorch.settings.lazily_evaluate_kernels(False):
+            return self.kernel(x, x).to_dense()
+
+    def cholesky(self, xm: Tensor) -> tuple[Tensor, float]:
+        """Lower Cholesky factor of ``K + delta I`` and the absolute ``delta`` used.
+
+        ``delta = jitter * mean(diag K)``, doubled on failure up to ``max_jitter * mean(diag K)``.
+        """
+        return self._cholesky(self.covariance(xm))
+
+    def _cholesky(self, k: Tensor) -> tuple[Tensor, float]:
+        if not torch.isfinite(k).all():
+            raise BnnkitError(
+                "the prior covariance K(X_M, X_M) contains NaN or inf; check the kernel hyperparameters "
+                f"({kernel_hyperparameters(self.kernel)}) and the measurement points."
+            )
+        scale = float(k.diagonal().mean())
+        if scale <= 0:
+            raise BnnkitError(
+                "the prior variance is zero at every measurement point (mean(diag K) = 0), e.g. a linear "
+                "kernel at x = 0; use a kernel with a bias ('linear+constant') or other points."
+            )
+        eye = torch.eye(k.shape[0], dtype=k.dtype, device=k.device)
+        rel = self.jitter
+        while True:
+            delta = rel * scale
+            chol, info = torch.linalg.cholesky_ex(k + delta * eye)
+            if int(info) == 0 and torch.isfinite(chol).all():
+                if rel > self.jitter:
+                    log.debug("GP prior Cholesky needed relative jitter %.3g (delta %.3g)", rel, delta)
+                return chol, delta
+            if rel >= self.max_jitter:
+                break
+            rel = min(2.0 * rel, self.max_jitter)
+        raise BnnkitError(
+            f"K(X_M, X_M) + delta I is not positive definite even at the maximum relative jitter "
+            f"{self.max_jitter:g} (delta = {delta:.3g}, M = {k.shape[0]}). This usually means duplicate "
+            "or too-dense measurement points for the lengthscale: deduplicate X_M "
+            "(MeasurementPoints(dedupe=True)), use fewer points, or raise max_jitter."
+        )
+
+    def _centred(self, f: Tensor, x: Tensor) -> Tensor:
+        """``f - m`` as a float64 [M, C] matrix."""
+        f2 = f.to(_F64).reshape(f.shape[0], -1)
+        const = self.mean_constant.to(x.device)
+        if const.ndim == 1 and const.numel() != f2.shape[1]:
+            raise BnnkitError(
+                f"the prior mean was fitted for {const.numel()} outputs but f has {f2.shape[1]}; "
+                "pass f of shape [M, C] with the same C as the targets given to fit()."
+            )
+        return f2 - const
+
+    def alpha_and_jitter(self, f: Tensor, xm: Tensor) -> tuple[Tensor, float]:
+        """:meth:`alpha` and the absolute jitter ``delta`` that the Cholesky factorisation needed."""
+        x = self._inputs(xm)
+        self._outputs(f, x.shape[0])
+        with torch.no_grad():
+            chol, delta = self.cholesky(x)
+            sol = torch.cholesky_solve(self._centred(f.detach(), x), chol)
+        return sol.reshape(f.shape).to(f.dtype), delta
+
+    def alpha(self, f: Tensor, xm: Tensor) -> Tensor:
+        """``(K + delta I)^{-1} (f - m(X_M))`` with one Cholesky and ``C`` right-hand sides.
+
+        No autograd graph; returned in ``f``'s dtype and shape ([M] or [M, C]).
+        """
+        return self.alpha_and_jitter(f, xm)[0]
+
+    def log_prob(self, f: Tensor, xm: Tensor) -> Tensor:
+        """``sum_c log N(f[:, c]; m, K + delta I)``, differentiable with respect to ``f``."""
+        x = self._inputs(xm)
+        self._outputs(f, x.shape[0])
+        with torch.no_grad():
+            chol, _ = self.cholesky(x)
+        diff = self._centred(f, x)
+        z = torch.linalg.solve_triangular(chol, diff, upper=False)
+        m, c = diff.shape
+        logdet = 2.0 * chol.diagonal().log().sum()
+        lp = -0.5 * (z.square().sum() + c * logdet + m * c * math.log(2 * math.pi))
+        return lp.to(f.dtype)
+
+    # ------------------------------------------------------------------ pre-training
+    def fit(
+        self,
+        x: Tensor,
+        y: Tensor,
+        num_steps: int = 1000,
+        lr: float = 0.05,
+        max_points: int = 1000,
+        generator: torch.Generator | None = None,
+        progress: bool = True,
+    ) -> dict:
+        """Pre-train the kernel by maximising the exact GP log marginal likelihood, then freeze it.
+
+        Model ``y[:, c] = g_c(x) + noise``, ``g_c ~ GP(mu_c, k)`` independent over the ``C`` target
+        columns with one shared kernel and noise variance; loss ``-sum_c log p(y[:, c]) / n``
+        (:class:`SharedKernelMLL`), minimised by Adam on the raw (softplus) parameters in float64 on
+        at most ``max_points`` random rows.  With ``mean="zero"`` the targets are centred by their
+        column means first (``mu_c = 0``, the prior mean stays 0); with ``mean="constant"`` ``mu_c``
+        is learned and becomes the prior mean.  The lengthscale starts at the median pairwise
+        distance times the best (by marginal likelihood) of ``2^-k``, ``k = 0..6``; the outputscale
+        (linear variance) at the target variance; the noise at 10% of it (gpytorch bounds the noise
+        below by 1e-4, so standardise the targets).  Each step costs ``O(n^3)``, ``n = min(N, max_points)``.
+        Hyperparameters given to the constructor are starting values here, not held fixed.
+
+        Returns (and keeps as ``self.fitted``) the fitted hyperparameters, ``noise_variance``,
+        ``mean_constant``, ``loss`` (final negative log marginal likelihood per row, summed over
+        outputs), ``num_points``, ``num_outputs`` and ``target_mean``.
+        """
+        check_int_at_least("num_steps", num_steps, 1)
+        check_int_at_least("max_points", max_points, 2)
+        check_positive("lr", lr, "Try 0.05.")
+        xs = self._inputs(x, "x")
+        if not isinstance(y, Tensor) or y.ndim not in (1, 2) or y.shape[0] != xs.shape[0]:
+            raise BnnkitError(
+                f"y must be a tensor [N] or [N, C] with N = {xs.shape[0]} rows like x, got "
+                f"{tuple(y.shape) if isinstance(y, Tensor) else type(y)}."
+            )
+        check_finite_rows("y", y)
+        if xs.shape[0] < 2:
+            raise BnnkitError("fit needs at least 2 rows of data.")
+        ys = y.detach().to(device=xs.device, dtype=_F64).reshape(y.shape[0], -1)
+        if xs.shape[0] > max_points:
+            idx = torch.randperm(xs.shape[0], generator=generator, device="cpu")[:max_points].to(xs.device)
+            xs, ys = xs[idx], ys[idx]
+        n, c = ys.shape
+        target_mean = ys.mean(0)
+        constant = self.mean_type == "constant"
+        if not constant:
+            ys = ys - target_mean
+        self._initialise(xs, ys)
+
+        likelihood = gpytorch.likelihoods.GaussianLikelihood().to(device=xs.device, dtype=_F64)
+        likelihood.noise = max(0.1 * float(ys.var(0).mean()), 1e-3)
+        for p in self.kernel.parameters():
+            p.requires_grad_(True)
+        model = _SharedKernelGP(xs, ys, likelihood, self.kernel, constant).to(device=xs.device, dtype=_F64)
+        if constant:
+            model.output_mean.constant = target_mean
+        mll = SharedKernelMLL(likelihood, model)
+        model.train()
+        likelihood.train()
+        with gpytorch.settings.max_cholesky_size(n + 1):
+            self._pick_lengthscale(model, mll, xs, ys)
+        optim = torch.optim.Adam(model.parameters(), lr=lr)
+        bar = _progress(num_steps) if progress else None
+        loss_value = float("nan")
+        try:
+            with gpytorch.settings.max_cholesky_size(n + 1):
+                for step in range(num_steps):
+                    optim.zero_grad()
+                    loss = -mll(model(xs), ys)
+                    loss.backward()
+                    optim.step()
+                    loss_value = float(loss.detach())
+                    if bar is not None:
+                        bar.update(1)
+                        if step % 10 == 0 or step == num_steps - 1:
+                            bar.set_postfix(loss=f"{loss_value:.4f}")
+                with torch.no_grad():  # the loss at the returned (final) parameters
+                    loss_value = float(-mll(model(xs), ys))
+        finally:
+            if bar is not None:
+                bar.close()
+        for p in self.kernel.parameters():
+            p.requires_grad_(False)
+        self.noise_variance = float(likelihood.noise.detach())
+        if constant:
+            const = model.constants(c, ys).detach().clone()
+            self.mean_constant = const.reshape(()) if y.ndim == 1 else const
+        else:
+            self.mean_constant = torch.zeros((), dtype=_F64, device=xs.device)
+        if not math.isfinite(loss_value):
+            raise BnnkitError(
+                "GP pre-training diverged (non-finite marginal likelihood); lower lr, standardise x and y, "
+                "or give initial hyperparameters (lengthscale=..., outputscale=...)."
+            )
+        const_value = self.mean_constant.cpu()
+        self.fitted = {
+            **kernel_hyperparameters(self.kernel),
+            "noise_variance": self.noise_variance,
+            "mean_constant": float(const_value) if const_value.ndim == 0 else const_value.tolist(),
+            "loss": loss_value,
+            "num_points": n,
+            "num_outputs": c,
+            "target_mean": float(target_mean[0]) if y.ndim == 1 else target_mean.cpu().tolist(),
+        }
+        return self.fitted
+
+    def _initialise(self, xs: Tensor, ys: Tensor) -> None:
+        var = max(float(ys.var(0).mean()), 1e-6)
+        init = {"lengthscale": _median_distance(xs), "outputscale": var}
+        # A linear kernel's variance v gives Var f(x) = v ||x||^2: match the target variance.
+        init["variance"] = var / max(float(xs.square().sum(1).mean()), 1e-12)
+        for name, value in init.items():
+            if name not in self.explicit and hyperparameter_sites(self.kernel, name):
+                set_hyperparameter(self.kernel, name, value)
+
+    def _pick_lengthscale(self, model, mll, xs: Tensor, ys: Tensor) -> None:
+        """Start from the best of ``median distance * 2^-k``, k = 0..6, by marginal likelihood.
+
+        The median distance alone can start far above a short lengthscale, in the basin of the
+        "everything is noise" optimum; seven likelihood evaluations avoid that at little cost.
+        """
+        if "lengthscale" in self.explicit or not hyperparameter_sites(self.kernel, "lengthscale"):
+            return
+        median = _median_distance(xs)
+        best, best_loss = median, math.inf
+        with torch.no_grad():
+            for k in range(7):
+                ls = median * 2.0**-k
+                set_hyperparameter(self.kernel, "lengthscale", ls)
+                try:
+                    loss = float(-mll(model(xs), ys))
+                except Exception:  # an unusable candidate (e.g. a failed factorisation): skip it
+                    continue
+                if loss < best_loss:
+                    best, best_loss = ls, loss
+        set_hyperparameter(self.kernel, "lengthscale", best)
+
+    # ------------------------------------------------------------------ description
+    def hyperparameters(self) -> dict[str, float | list[float]]:
+        """Current kernel hyperparameters (``lengthscale``, ``outputscale``, ...)."""
+        return kernel_hyperparameters(self.kernel)
+
+    def config(self) -> dict:
+        const = self.mean_constant.cpu()
+        return {
+            "kernel": self.spec,
+            "input_dim": self.input_dim,
+            "mean": self.mean_type,
+            "ard": self.ard,
+            "jitter": self.jitter,
+            "max_jitter": self.max_jitter,
+            "hyperparameters": self.hyperparameters(),
+            "mean_constant": float(const) if const.ndim == 0 else const.tolist(),
+            "noise_variance": self.noise_variance,
+            "fitted": self.fitted,
+        }
+
+    def __repr__(self) -> str:
+        hp = ", ".join(f"{k}={v}" for k, v in self.hyperparameters().items())
+        return f"GPPrior(kernel={self.spec!r}, input_dim={self.input_dim}, mean={self.mean_type!r}, {hp})"
+
+
+def _progress(total: int):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="gp prior fit", unit="step", mininterval=0.25, dynamic_ncols=True)
+
+
+__all__ = ["GPPrior", "SharedKernelMLL"]

@@ -1,0 +1,219 @@
+"""A posterior whose prior is a Gaussian process on the network's outputs (functional prior).
+
+With measurement points ``X_M`` (fresh each step, see :mod:`bnnkit.functional.measurement`) and
+``f_M(w) = f(X_M; w)``, the target of functional SG-MCMC is (design note, E1)::
+
+    log pi(w) = (N/n) sum_{i in B} log p(y_i | f(x_i; w)) + log N(f_M(w); m(X_M), K) [+ log p_wd(w)]
+
+and its gradient estimate (E4, E5), with ``alpha = K^-1 (f_M - m)`` from one Cholesky solve::
+
+    g(w) = (N/n) sum_{i in B} grad log p(y_i | f(x_i; w)) - J_M(w)^T alpha
+
+``J_M^T alpha`` is one vector-Jacobian product: the backward pass of the surrogate
+``-(alpha.detach() * f_M).sum()`` (K does not depend on ``w``), taken together with the
+likelihood's in a single forward/backward over the minibatch and ``X_M`` stacked.  The prior term
+is scaled by neither N nor the number of measurement points.  There is no weight-space prior
+unless ``weight_scale`` adds ``-|w|^2 / (2 weight_scale^2)`` to make the target proper.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ..core.errors import BnnkitError, check_positive
+from ..core.flat import FlatView
+from ..core.posterior import Posterior
+from ..core.target import Target
+from ..core.types import Batch
+from ..likelihoods.base import Likelihood
+from ..priors.base import BoundPrior, Prior
+
+LOG_2PI = math.log(2 * math.pi)
+
+
+class WeightTerm(Prior):
+    """The weight-space part of a functional posterior: nothing, or a weak Gaussian decay.
+
+    ``sample`` is used only to start chains: each tensor of ``ndim >= 2`` gets
+    ``N(0, 1 / fan_in)`` entries (fan_in = product of all but the first dimension), a 1-D tensor
+    the scale of the tensor before it (biases after their weights), like common initialisations.
+    """
+
+    kind = "functional"
+
+    def __init__(self, weight_scale: float | None = None):
+        if weight_scale is not None:
+            check_positive("weight_scale", weight_scale, "Use None for a purely functional prior.")
+        self.weight_scale = weight_scale
+
+    def bind(self, view: FlatView) -> BoundPrior:
+        scales = torch.empty(view.size, dtype=view.dtype, device=view.device)
+        last = 1.0
+        for name, shape in zip(view.names, view.shapes):
+            if len(shape) >= 2:
+                last = 1.0 / math.sqrt(max(math.prod(shape[1:]), 1))
+            scales[view.slice(name)] = last
+        d = view.size
+
+        def sample(gen: torch.Generator) -> Tensor:
+            return torch.randn(d, generator=gen, dtype=view.dtype, device=view.device) * scales
+
+        if self.weight_scale is None:
+
+            def value_and_grad(w: Tensor) -> tuple[Tensor, Tensor]:
+                return w.new_zeros(()), torch.zeros_like(w)
+
+            return BoundPrior(lambda w, extra: w.new_zeros(()), sample, value_and_grad=value_and_grad)
+        inv_var = 1.0 / self.weight_scale**2
+
+        def log_prob(w: Tensor, extra: dict[str, Tensor]) -> Tensor:
+            return torch.dot(w, w) * (-0.5 * inv_var)
+
+        def value_and_grad_wd(w: Tensor) -> tuple[Tensor, Tensor]:
+            return torch.dot(w, w) * (-0.5 * inv_var), w * (-inv_var)
+
+        return BoundPrior(log_prob, sample, value_and_grad=value_and_grad_wd)
+
+    def config(self) -> dict:
+        return {"kind": self.kind, "weight_scale": self.weight_scale}
+
+
+class FunctionalPosterior(Posterior):
+    """Likelihood on the data and a GP prior on the network's outputs at measurement points.
+
+    Args:
+        module: any ``nn.Module`` mapping inputs ``[n, D]`` to outputs ``[n]``, ``[n, 1]`` or
+            ``[n, C]`` (then one GP per output, sharing the kernel).
+        likelihood: e.g. :class:`~bnnkit.Gaussian` or :class:`~bnnkit.Categorical`.
+        gp: a :class:`~bnnkit.functional.GPPrior` (fit it first: :meth:`GPPrior.fit`).
+        measurement: a :class:`~bnnkit.functional.MeasurementPoints` (fresh points each step)
+            or a tensor ``[M, D]`` of fixed points.
+        train_inputs: the training inputs (the measurement box and data draws come from them).
+        num_data: N for the ``N/n`` minibatch scaling (defaults to ``len(train_inputs)``).
+        weight_scale: optional ``sigma_w`` of a weak Gaussian weight term (None: none).
+        bayesian: which parameters are sampled, as for :class:`~bnnkit.Posterior`.
+        reference_seed: seed of the fixed measurement set used where a deterministic log density
+            is needed (:meth:`log_prob`, HMC); SG-MCMC steps draw fresh points instead.
+    """
+
+    def __init__(
+        self,
+        module: nn.Module,
+        likelihood: Likelihood,
+        gp: Any,
+        measurement: Any,
+        train_inputs: Tensor,
+        num_data: int | None = None,
+        weight_scale: float | None = None,
+        bayesian: Iterable[str] | Callable[[str], bool] | None = None,
+        reference_seed: int = 0,
+    ):
+        if not isinstance(train_inputs, Tensor) or train_inputs.ndim == 0 or train_inputs.shape[0] == 0:
+            raise BnnkitError("train_inputs must be a non-empty tensor of training inputs [N, D].")
+        super().__init__(
+            module, likelihood, WeightTerm(weight_scale), num_data or train_inputs.shape[0], bayesian
+        )
+        from .measurement import MeasurementPoints
+
+        if isinstance(measurement, Tensor):
+            measurement = MeasurementPoints.fixed(measurement)
+        self.gp = gp
+        self.measurement = measurement.bind(train_inputs) if hasattr(measurement, "bind") else measurement
+        self.train_inputs = train_inputs
+        ref_gen = torch.Generator().manual_seed(reference_seed)
+        self.reference_points = self.measurement.sample(train_inputs, ref_gen)
+        self._chol_cache: tuple[Tensor, Tensor, Tensor] | None = None
+
+    # ------------------------------------------------------------------ functional prior
+    def _factor(self, xm: Tensor) -> tuple[Tensor, Tensor]:
+        """Cholesky factor (float64) and prior mean at ``xm``; cached for a fixed point set."""
+        c = self._chol_cache
+        if c is not None and c[0] is xm:
+            return c[1], c[2]
+        L, _ = self.gp.cholesky(xm)
+        mean = self.gp.mean(xm).to(torch.float64)
+        if mean.ndim == 1:
+            mean = mean[:, None]  # [M, 1]: broadcasts over the output columns
+        self._chol_cache = (xm, L, mean)
+        return L, mean
+
+    def _functional_value_and_grad(
+        self, x: Tensor, batch: Batch, xm: Tensor, need_grad: bool = True
+    ) -> tuple[Tensor, Tensor | None]:
+        inputs, targets = batch
+        n = inputs.shape[0]
+        if inputs.shape[1:] != xm.shape[1:]:
+            raise BnnkitError(
+                f"the batch inputs have shape {tuple(inputs.shape)} but the measurement points have "
+                f"{tuple(xm.shape)}: inputs must have the training inputs' shape per row "
+                f"{tuple(self.train_inputs.shape[1:])}."
+            )
+        L, mean = self._factor(xm)
+        with torch.set_grad_enabled(need_grad):
+            xg = x.detach().requires_grad_(need_grad)
+            net, lik, pri = self._parts(xg)
+            out = self._call(net, torch.cat([inputs, xm.to(inputs.dtype)]))
+            out_b, f_m = out[:n], out[n:]
+            ll = self.likelihood.log_prob(out_b, targets, lik)
+            s = self.scale(batch)
+            ll = ll if s == 1.0 else s * ll
+            if lik:
+                ll = ll + self.likelihood.extra_log_prior(lik)
+            lw = self.bound_prior.log_prob(xg[: self.d_net], pri)
+            f2 = f_m.reshape(f_m.shape[0], -1)
+            resid = f2.detach().to(torch.float64) - mean
+            alpha = torch.cholesky_solve(resid, L)
+            # log N(f_M; m, K) for each output column, summed
+            num_out = resid.shape[1]
+            gp_lp = (
+                -0.5 * (resid * alpha).sum()
+                - num_out * L.diagonal().log().sum()
+                - 0.5 * resid.numel() * LOG_2PI
+            )
+            value = ll.detach() + lw.detach() + gp_lp.to(ll.dtype)
+            if not need_grad:
+                return value, None
+            surrogate = ll + lw - (alpha.to(f2.dtype) * f2).sum()
+            (g,) = torch.autograd.grad(surrogate, xg)
+        return value, g
+
+    def stochastic_grad(self, x: Tensor, batch: Batch, gen: torch.Generator) -> tuple[Tensor, Tensor]:
+        """Log-density estimate and gradient (E5) at fresh measurement points drawn from ``gen``."""
+        xm = self.measurement.sample(batch[0], gen)
+        value, g = self._functional_value_and_grad(x, batch, xm)
+        assert g is not None
+        return value, g
+
+    # ------------------------------------------------------------------ deterministic target
+    def log_prob_flat(self, x: Tensor, batch: Batch) -> Tensor:
+        """Log density (E1) at the fixed reference measurement set."""
+        value, _ = self._functional_value_and_grad(x, batch, self.reference_points, need_grad=False)
+        return value
+
+    def value_and_grad_flat(self, x: Tensor, batch: Batch) -> tuple[Tensor, Tensor]:
+        value, g = self._functional_value_and_grad(x, batch, self.reference_points)
+        assert g is not None
+        return value, g
+
+    def target(self) -> Target:
+        base = super().target()
+        return dataclasses.replace(
+            base,
+            log_prob=self.log_prob_flat,
+            grad_fn=self.value_and_grad_flat,
+            stochastic_grad=self.stochastic_grad,
+            log_likelihood_bound=None,
+        )
+
+    def config(self) -> dict:
+        cfg = super().config()
+        cfg["functional_prior"] = self.gp.config() if hasattr(self.gp, "config") else repr(self.gp)
+        m = self.measurement
+        cfg["measurement"] = m.config() if hasattr(m, "config") else repr(m)
+        return cfg
