@@ -41,6 +41,22 @@ def build_parser() -> argparse.ArgumentParser:
         "--threads", type=int, default=1, help="torch threads (default 1: the matrices are tiny)"
     )
     ext.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    bench = sub.add_parser("bench", help="run a benchmark of the paper (tables as markdown, CSV and JSON)")
+    bench_sub = bench.add_subparsers(dest="benchmark", required=True)
+    uci = bench_sub.add_parser("uci", help="UCI regression: RMSE and NLL over the standard splits")
+    uci.add_argument("--datasets", default="boston", help="comma-separated UCI names (default: %(default)s)")
+    uci.add_argument(
+        "--methods",
+        default="sgld,sghmc,fsgld,fsghmc",
+        help="comma-separated, from sgld,sghmc,fsgld,fsghmc,nuts,bbb",
+    )
+    uci.add_argument("--splits", type=int, default=10)
+    uci.add_argument("--quick", action="store_true", help="tiny network and runs, 200 rows: a smoke test")
+    uci.add_argument("--data", default=None, help="data directory (default: $BNNKIT_DATA or the user cache)")
+    uci.add_argument("--out", default="bnnkit-out/uci")
+    uci.add_argument("--seed", type=int, default=0)
+    uci.add_argument("--threads", type=int, default=1)
+    uci.add_argument("--no-progress", action="store_true")
     return parser
 
 
@@ -79,6 +95,25 @@ def main(argv: list[str] | None = None) -> int:
         for name in ("fsghmc", "sghmc", "sghmc_scaled"):
             print(f"{name}: " + json.dumps({k: round(v, 3) for k, v in report[name].items()}))
         print(f"wrote {args.out}/extrapolation.png and {args.out}/extrapolation.json")
+        return 0
+    if args.command == "bench" and args.benchmark == "uci":
+        import torch
+
+        from ..bench.uci import run_uci
+
+        torch.set_num_threads(args.threads)
+        report = run_uci(
+            datasets=[d for d in args.datasets.split(",") if d],
+            methods=[m for m in args.methods.split(",") if m],
+            splits=args.splits,
+            out=args.out,
+            root=args.data,
+            quick=args.quick,
+            seed=args.seed,
+            progress=not args.no_progress,
+        )
+        print(report["markdown"])
+        print(f"wrote {args.out}/uci.md, uci.csv and uci.json")
         return 0
     return 2  # pragma: no cover - argparse enforces a command
 
