@@ -209,3 +209,18 @@ def test_bad_functional_posterior_input():
     post = functional_posterior(PHI, Y, XM, GP)
     with pytest.raises(BnnkitError):
         post.value_and_grad_flat(torch.zeros(3, dtype=torch.float64), (PHI[:, :2], Y))
+
+
+def test_interrupted_fsghmc_run_resumes_bit_identical(tmp_path):
+    """Fresh measurement points come from the chain's generator, which is checkpointed."""
+    from tests.helpers import Interrupted
+
+    post = functional_posterior(PHI, Y, None, GP, MeasurementPoints(num_from_data=6, num_uniform=6))
+    kw = dict(num_samples=12, num_warmup=6, thin=2, num_chains=2, seed=7, progress=False, chunk_size=5)
+    alg = FSGHMC(0.01, friction=10.0)
+    ref = bnnkit.sample(alg, post, Minibatches(PHI, Y, batch_size=10), **kw)
+    out = str(tmp_path / "run")
+    with pytest.raises(KeyboardInterrupt):
+        bnnkit.sample(Interrupted(alg, 23), post, Minibatches(PHI, Y, batch_size=10), output=out, **kw)
+    resumed = bnnkit.sample(alg, post, Minibatches(PHI, Y, batch_size=10), output=out, **kw)
+    assert torch.equal(resumed.positions, ref.positions)
