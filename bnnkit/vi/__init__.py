@@ -1,8 +1,21 @@
-"""Variational inference: Bayes by Backprop (mean-field Gaussian) with reparameterisation, local
-reparameterisation and flipout estimators."""
+"""Variational inference and its baselines: Bayes by Backprop (mean-field Gaussian) with
+reparameterisation, local reparameterisation and flipout estimators; deep and anchored ensembles;
+MC dropout; Bayesian layers (local reparameterisation) for models built from them."""
 
 from .bbb import BayesByBackprop, VIResult
+from .dropout import MCDropout, MCDropoutResult
+from .ensemble import DeepEnsemble
 from .kl import gaussian_kl, mean_field_kl, monte_carlo_kl
+from .layers import (
+    BayesianConv2d,
+    BayesianLayer,
+    BayesianLinear,
+    elbo_loss,
+    fit_bayesian_layers,
+    kl_divergence,
+    predict_bayesian_layers,
+    set_generator,
+)
 from .meanfield import MeanFieldGaussian
 
 __all__ = [
@@ -12,4 +25,15 @@ __all__ = [
     "gaussian_kl",
     "mean_field_kl",
     "monte_carlo_kl",
+    "DeepEnsemble",
+    "MCDropout",
+    "MCDropoutResult",
+    "BayesianLayer",
+    "BayesianLinear",
+    "BayesianConv2d",
+    "kl_divergence",
+    "elbo_loss",
+    "fit_bayesian_layers",
+    "predict_bayesian_layers",
+    "set_generator",
 ]
