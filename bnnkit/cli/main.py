@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -57,6 +58,16 @@ def build_parser() -> argparse.ArgumentParser:
     uci.add_argument("--seed", type=int, default=0)
     uci.add_argument("--threads", type=int, default=1)
     uci.add_argument("--no-progress", action="store_true")
+    img = bench_sub.add_parser("image", help="image classification + OOD detection (small CNN on CPU)")
+    img.add_argument("--dataset", default="mnist", choices=["mnist", "fmnist"])
+    img.add_argument("--methods", default="sghmc,sgld,fsghmc,fsgld,bbb")
+    img.add_argument("--quick", action="store_true", help="600 training images, short runs: a smoke test")
+    img.add_argument("--data", default=None, help="data directory (default: $BNNKIT_DATA or the user cache)")
+    img.add_argument("--download", action="store_true")
+    img.add_argument("--out", default="bnnkit-out/image")
+    img.add_argument("--seed", type=int, default=0)
+    img.add_argument("--threads", type=int, default=2)
+    img.add_argument("--no-progress", action="store_true")
     return parser
 
 
@@ -114,6 +125,24 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(report["markdown"])
         print(f"wrote {args.out}/uci.md, uci.csv and uci.json")
+        return 0
+    if args.command == "bench" and args.benchmark == "image":
+        import torch
+
+        from ..bench.image import run_image
+
+        torch.set_num_threads(args.threads)
+        report = run_image(
+            dataset=args.dataset,
+            methods=tuple(m for m in args.methods.split(",") if m),
+            out=args.out,
+            root=args.data,
+            download=args.download,
+            quick=args.quick,
+            seed=args.seed,
+            progress=not args.no_progress,
+        )
+        print((Path(args.out) / "image.md").read_text())
         return 0
     return 2  # pragma: no cover - argparse enforces a command
 

@@ -121,13 +121,17 @@ class FunctionalPosterior(Posterior):
         )
         from .measurement import MeasurementPoints
 
+        # The GP and the measurement sampler see inputs as flat rows [M, D]; the network gets them
+        # back in its own shape (e.g. images [M, 1, 28, 28]).
+        self.input_shape = tuple(train_inputs.shape[1:])
+        flat_train = train_inputs.reshape(train_inputs.shape[0], -1)
         if isinstance(measurement, Tensor):
-            measurement = MeasurementPoints.fixed(measurement)
+            measurement = MeasurementPoints.fixed(measurement.reshape(measurement.shape[0], -1))
         self.gp = gp
-        self.measurement = measurement.bind(train_inputs) if hasattr(measurement, "bind") else measurement
+        self.measurement = measurement.bind(flat_train) if hasattr(measurement, "bind") else measurement
         self.train_inputs = train_inputs
         ref_gen = torch.Generator().manual_seed(reference_seed)
-        self.reference_points = self.measurement.sample(train_inputs, ref_gen)
+        self.reference_points = self.measurement.sample(flat_train, ref_gen)
         self._chol_cache: tuple[Tensor, Tensor, Tensor] | None = None
 
     # ------------------------------------------------------------------ functional prior
@@ -148,17 +152,17 @@ class FunctionalPosterior(Posterior):
     ) -> tuple[Tensor, Tensor | None]:
         inputs, targets = batch
         n = inputs.shape[0]
-        if inputs.shape[1:] != xm.shape[1:]:
+        if tuple(inputs.shape[1:]) != self.input_shape:
             raise BnnkitError(
-                f"the batch inputs have shape {tuple(inputs.shape)} but the measurement points have "
-                f"{tuple(xm.shape)}: inputs must have the training inputs' shape per row "
-                f"{tuple(self.train_inputs.shape[1:])}."
+                f"the batch inputs have shape {tuple(inputs.shape)} but the training inputs have "
+                f"{self.input_shape} per row; the functional prior needs inputs of that shape."
             )
         L, mean = self._factor(xm)
         with torch.set_grad_enabled(need_grad):
             xg = x.detach().requires_grad_(need_grad)
             net, lik, pri = self._parts(xg)
-            out = self._call(net, torch.cat([inputs, xm.to(inputs.dtype)]))
+            xm_net = xm.to(inputs.dtype).reshape(xm.shape[0], *self.input_shape)
+            out = self._call(net, torch.cat([inputs, xm_net]))
             out_b, f_m = out[:n], out[n:]
             ll = self.likelihood.log_prob(out_b, targets, lik)
             s = self.scale(batch)
@@ -185,7 +189,7 @@ class FunctionalPosterior(Posterior):
 
     def stochastic_grad(self, x: Tensor, batch: Batch, gen: torch.Generator) -> tuple[Tensor, Tensor]:
         """Log-density estimate and gradient (E5) at fresh measurement points drawn from ``gen``."""
-        xm = self.measurement.sample(batch[0], gen)
+        xm = self.measurement.sample(batch[0].reshape(batch[0].shape[0], -1), gen)
         value, g = self._functional_value_and_grad(x, batch, xm)
         assert g is not None
         return value, g
