@@ -68,6 +68,22 @@ def build_parser() -> argparse.ArgumentParser:
     img.add_argument("--seed", type=int, default=0)
     img.add_argument("--threads", type=int, default=2)
     img.add_argument("--no-progress", action="store_true")
+    ban = bench_sub.add_parser(
+        "bandit", help="mushroom contextual bandit with Thompson sampling (regret plots)"
+    )
+    ban.add_argument(
+        "--methods",
+        default=None,
+        help="comma-separated (default: all: sgld,fsgld,bbb,greedy0,greedy1,greedy5)",
+    )
+    ban.add_argument("--patterns", default=None, help="poison probabilities, e.g. 0.4,0.5,0.6 (the default)")
+    ban.add_argument("--seeds", default=None, help="e.g. 0,1,2 (the default)")
+    ban.add_argument("--steps", type=int, default=None, help="interactions (default 10000; --quick: 300)")
+    ban.add_argument("--quick", action="store_true", help="a smoke test: 300 interactions, small network")
+    ban.add_argument("--data", default=None, help="data directory (default: $BNNKIT_DATA or the user cache)")
+    ban.add_argument("--out", default="bnnkit-out/bandit")
+    ban.add_argument("--threads", type=int, default=1)
+    ban.add_argument("--no-progress", action="store_true")
     return parser
 
 
@@ -143,6 +159,24 @@ def main(argv: list[str] | None = None) -> int:
             progress=not args.no_progress,
         )
         print((Path(args.out) / "image.md").read_text())
+        return 0
+    if args.command == "bench" and args.benchmark == "bandit":
+        import torch
+
+        from ..bench.bandit import METHODS, run_bandit
+
+        torch.set_num_threads(args.threads)
+        run_bandit(
+            methods=args.methods or METHODS,
+            patterns=args.patterns,
+            seeds=args.seeds,
+            steps=args.steps,
+            out=args.out,
+            root=args.data,
+            quick=args.quick,
+            progress=not args.no_progress,
+        )
+        print((Path(args.out) / "bandit.md").read_text())
         return 0
     return 2  # pragma: no cover - argparse enforces a command
 

@@ -1,0 +1,202 @@
+"""`bnnkit bench bandit`: the Mushroom contextual bandit (reward/regret logic, quick mode, errors)."""
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from bnnkit.bench import bandit
+from bnnkit.bench.bandit import (
+    EAT,
+    METHODS,
+    REJECT,
+    Buffer,
+    cumulative_regret,
+    expected_regret,
+    oracle_actions,
+    realised_rewards,
+    run_bandit,
+)
+from bnnkit.core.errors import BnnkitError
+
+DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+needs_data = pytest.mark.skipif(
+    not (DATA / "mushroom" / "agaricus-lepiota.data").exists(), reason="needs ../shared/data/mushroom"
+)
+
+
+def quiet(_):
+    pass
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny per-step ops: one thread is faster, and on a loaded machine far faster."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+# ---------------------------------------------------------------------------- reward and regret logic
+@pytest.mark.parametrize("p", [0.4, 0.5, 0.6])
+def test_expected_regret_per_cell(p):
+    edible = torch.tensor([True, True, False, False])
+    actions = torch.tensor([EAT, REJECT, EAT, REJECT])
+    assert expected_regret(edible, actions, p).tolist() == pytest.approx([0.0, 5.0, 40 * p - 5, 0.0])
+
+
+@pytest.mark.parametrize("p", [0.4, 0.5, 0.6, 1.0])
+def test_oracle_has_zero_regret_and_any_agent_a_non_decreasing_one(p):
+    g = torch.Generator().manual_seed(0)
+    edible = torch.rand(500, generator=g) < 0.52
+    assert cumulative_regret(edible, oracle_actions(edible), p).abs().max() == 0
+    actions = torch.randint(2, (500,), generator=g)
+    cum = cumulative_regret(edible, actions, p)
+    assert bool((cum.diff() >= 0).all()) and cum[-1] > 0
+
+
+def test_realised_rewards_follow_the_rule():
+    edible = torch.tensor([True, True, False, False, False])
+    actions = torch.tensor([EAT, REJECT, EAT, EAT, REJECT])
+    poisoned = torch.tensor([True, True, True, False, True])
+    assert realised_rewards(edible, actions, poisoned).tolist() == [5.0, 0.0, -35.0, 5.0, 0.0]
+
+
+def test_buffer_keeps_the_last_rows():
+    buf = Buffer(4, 2)
+    for i in range(6):
+        buf.add(torch.tensor([float(i), 0.0]), float(i))
+    assert buf.size == 4
+    assert sorted(buf.y.tolist()) == [2.0, 3.0, 4.0, 5.0]
+    xb, yb = buf.sample(64, torch.Generator().manual_seed(0))
+    assert xb.shape == (4, 2) and set(yb.tolist()) <= {2.0, 3.0, 4.0, 5.0}
+
+
+def test_environment_is_the_same_for_every_method_and_pattern():
+    a = bandit.environment(8124, 50, seed=3)
+    b = bandit.environment(8124, 50, seed=3)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    assert not torch.equal(a[0], bandit.environment(8124, 50, seed=4)[0])
+
+
+# ---------------------------------------------------------------------------- bad input
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"patterns": (1.5,)}, "not a probability"),
+        ({"patterns": (-0.1,)}, "not a probability"),
+        ({"methods": ("sgld", "ucb")}, "unknown method"),
+        ({"steps": 0}, "steps"),
+        ({"seeds": ()}, "no seeds"),
+        ({"config": {"lr": 1.0}}, "unknown config key"),
+        ({"patterns": "0.4,x"}, "patterns must be floats"),
+        ({"seeds": (0, 0)}, "repeat"),
+        ({"seeds": (1.5,)}, "seeds must be non-negative integers"),
+    ],
+)
+def test_bad_input_is_refused(tmp_path, kwargs, match):
+    with pytest.raises(BnnkitError, match=match):
+        run_bandit(out=tmp_path, root=str(DATA), progress=False, log=quiet, **kwargs)
+
+
+# ---------------------------------------------------------------------------- with the data
+def test_comma_separated_strings_are_accepted():
+    assert bandit._split("sgld, bbb", str, "methods") == ["sgld", "bbb"]
+    assert bandit._split("0.4,0.5", float, "patterns") == [0.4, 0.5]
+    assert bandit._split((1, 0.5), float, "patterns") == [1.0, 0.5]
+    assert bandit._split("0,1,2", int, "seeds") == [0, 1, 2]
+    cmd = bandit.command_line(("sgld",), (0.4, 0.5), (0, 1), 10_000, False)
+    assert cmd == "bnnkit bench bandit --methods sgld --patterns 0.4,0.5 --seeds 0,1 --steps 10000"
+
+
+@needs_data
+def test_measurement_points_are_mushrooms_with_both_actions():
+    from bnnkit.data.mushroom import load_mushroom
+
+    contexts, _ = load_mushroom(DATA)
+    blocks = bandit.attribute_blocks(contexts)
+    assert len(blocks) == 22 and blocks[-1][1] == contexts.shape[1]
+    points = bandit.BothActionPoints(blocks, num_batch=4, num_random=5)
+    batch = torch.cat([contexts[:10], torch.tensor([[1.0, 0.0]]).expand(10, 2)], 1)
+    xm = points.sample(batch, torch.Generator().manual_seed(0))
+    assert xm.shape[0] <= 18 and xm.shape[1] == contexts.shape[1] + 2
+    assert bool((xm[:, :-2].sum(1) == 22).all()) and bool((xm[:, -2:].sum(1) == 1).all())
+    for lo, hi in blocks:
+        assert bool((xm[:, lo:hi].sum(1) == 1).all())
+
+
+@needs_data
+def test_sgmcmc_agent_keeps_num_data_at_the_buffer_size():
+    from bnnkit.data.mushroom import load_mushroom
+
+    contexts, _ = load_mushroom(DATA)
+    cfg = {**bandit.DEFAULTS, **bandit.QUICK}
+    agent = bandit._make_agent("fsgld", 119, cfg, 0, bandit.attribute_blocks(contexts))
+    buf = Buffer(8, 119)
+    gen = torch.Generator().manual_seed(0)
+    for i in range(12):
+        buf.add(torch.cat([contexts[i], torch.tensor([1.0, 0.0])]), 0.25)
+        agent.update(buf, cfg, gen)
+        assert agent.posterior.num_data == buf.size == min(i + 1, 8)
+    assert agent.finite() and agent.act(contexts[0], gen) in (EAT, REJECT)
+
+
+@needs_data
+def test_quick_mode_runs_every_method_and_writes_its_files(tmp_path):
+    # quick defaults (300 interactions, pattern 0.5, 20 hidden units), one seed to keep the test short
+    report = run_bandit(quick=True, seeds=(0,), out=tmp_path, root=str(DATA), progress=False, log=quiet)
+    assert report["methods"] == list(METHODS) and report["patterns"] == [0.5]
+    assert report["steps"] == bandit.QUICK_STEPS == 300 and report["protocol"]["hidden"] == 20
+    for name in ("bandit.json", "bandit.md", "bandit.csv", "bandit_p0.5.png"):
+        assert (tmp_path / name).stat().st_size > 0, name
+    saved = json.loads((tmp_path / "bandit.json").read_text())
+    assert saved["command"] == report["command"]
+    assert "--patterns 0.5 --seeds 0 --steps 300 --quick" in saved["command"]
+    rows = list(csv.DictReader((tmp_path / "bandit.csv").open()))
+    assert len(rows) == len(METHODS)
+    for run in saved["runs"]:
+        curve = run["curve"]
+        assert len(curve) == len(saved["curve_interactions"]) and saved["curve_interactions"][-1] == 300
+        assert all(b >= a for a, b in zip(curve, curve[1:]))  # expected regret never decreases
+        assert curve[-1] == run["final_expected_regret"] > 0
+        assert run["ms_per_interaction"] > 0
+    md = (tmp_path / "bandit.md").read_text()
+    assert report["command"] in md
+    for m in METHODS:
+        assert f"| {m} |" in md
+    assert saved["summary"]["0.5"]["sgld"]["final_expected_regret_sd"] is None  # one seed: no sd
+
+
+@needs_data
+def test_a_shorter_run_is_a_prefix_of_a_longer_one():
+    from bnnkit.data.mushroom import load_mushroom
+
+    contexts, edible = load_mushroom(DATA)
+    cfg = {**bandit.DEFAULTS, **bandit.QUICK}
+    short = bandit.play("sgld", contexts, edible, 0.4, 30, 5, cfg)
+    long = bandit.play("sgld", contexts, edible, 0.4, 50, 5, cfg)
+    assert torch.equal(short["actions"], long["actions"][:30])
+    assert torch.equal(short["cumulative_regret"], long["cumulative_regret"][:30])
+
+
+@needs_data
+def test_the_same_command_gives_the_same_numbers(tmp_path):
+    kw = dict(
+        methods=("sgld", "fsgld", "bbb", "greedy5"),
+        patterns=(0.6,),
+        steps=60,
+        root=str(DATA),
+        quick=True,
+        progress=False,
+        log=quiet,
+    )
+    kw["seeds"] = (3, 4)
+    a = run_bandit(out=tmp_path / "a", **kw)
+    b = run_bandit(out=tmp_path / "b", **kw)
+    assert a["command"] == b["command"]
+    assert a["summary"]["0.6"]["bbb"]["final_expected_regret_sd"] is not None
+    assert [r["curve"] for r in a["runs"]] == [r["curve"] for r in b["runs"]]
+    assert [r["final_realised_regret"] for r in a["runs"]] == [r["final_realised_regret"] for r in b["runs"]]
