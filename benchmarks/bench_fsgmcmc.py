@@ -18,7 +18,7 @@ import torch
 
 import bnnkit
 from benchmarks._timing import time_per_call, write_results
-from benchmarks.bench_sgmcmc import mlp
+from bnnkit.bench.models import mlp
 from bnnkit.functional import FSGHMC, FunctionalPosterior, GPPrior, MeasurementPoints
 
 
@@ -50,13 +50,13 @@ def main() -> None:
 
         return time_per_call(step, number=args.number, warmup=20)
 
-    base_post = bnnkit.Posterior(mlp(), bnnkit.Gaussian(1.0), bnnkit.GaussianPrior(1.0), num_data=n)
+    base_post = bnnkit.Posterior(mlp(13, 50), bnnkit.Gaussian(1.0), bnnkit.GaussianPrior(1.0), num_data=n)
     t_sghmc = step_time(bnnkit.SGHMC(1e-4, friction=10.0), base_post)
     gp = GPPrior("rbf", input_dim=13, lengthscale=3.6, outputscale=1.0)
     rows = {}
     for M in (20, 80, 320):
         meas = MeasurementPoints(num_from_data=M // 2, num_uniform=M - M // 2)
-        post = FunctionalPosterior(mlp(), bnnkit.Gaussian(1.0), gp, meas, X, num_data=n)
+        post = FunctionalPosterior(mlp(13, 50), bnnkit.Gaussian(1.0), gp, meas, X, num_data=n)
         t = step_time(FSGHMC(1e-4, friction=10.0), post)
         rows[str(M)] = {"fsghmc_us": t * 1e6, "ratio": t / t_sghmc}
     t_sghmc = min(t_sghmc, step_time(bnnkit.SGHMC(1e-4, friction=10.0), base_post))

@@ -23,17 +23,8 @@ import torch
 
 import bnnkit
 from benchmarks._timing import time_per_call, write_results
+from bnnkit.bench.models import mlp
 from bnnkit.data import Minibatches
-
-
-def mlp() -> torch.nn.Module:
-    return torch.nn.Sequential(
-        torch.nn.Linear(13, 50),
-        torch.nn.Tanh(),
-        torch.nn.Linear(50, 50),
-        torch.nn.Tanh(),
-        torch.nn.Linear(50, 1),
-    )
 
 
 def main() -> None:
@@ -53,7 +44,7 @@ def main() -> None:
         k["i"] = (k["i"] + 1) % len(batches)
         return batches[k["i"]]
 
-    net = mlp()
+    net = mlp(13, 50)
     opt = torch.optim.SGD(net.parameters(), lr=1e-6)
 
     def sgd_step() -> None:
@@ -64,7 +55,7 @@ def main() -> None:
         loss.backward()
         opt.step()
 
-    post = bnnkit.Posterior(mlp(), bnnkit.Gaussian(1.0), bnnkit.GaussianPrior(1.0), num_data=n)
+    post = bnnkit.Posterior(mlp(13, 50), bnnkit.Gaussian(1.0), bnnkit.GaussianPrior(1.0), num_data=n)
     target = post.target()
     gen = torch.Generator().manual_seed(0)
     x0 = post.initial_position("module")

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 import bnnkit
+from bnnkit.bench.models import mlp
 from bnnkit.data import Minibatches, load_uci
 from bnnkit.diagnostics import ess, rhat
 from bnnkit.predict import predict, rmse
@@ -38,16 +39,6 @@ def default_root() -> str | None:
         return None
     shared = Path(__file__).resolve().parents[2] / "shared" / "data"
     return str(shared) if shared.exists() else None
-
-
-def mlp(d: int, hidden: int = 50) -> torch.nn.Module:
-    return torch.nn.Sequential(
-        torch.nn.Linear(d, hidden),
-        torch.nn.Tanh(),
-        torch.nn.Linear(hidden, hidden),
-        torch.nn.Tanh(),
-        torch.nn.Linear(hidden, 1),
-    )
 
 
 def trace_figure(samples: bnnkit.Samples, f_test: torch.Tensor, noise_std: torch.Tensor, path: Path) -> None:
@@ -93,7 +84,7 @@ def main() -> None:
     data = load_uci(args.dataset, args.split, root=args.data, download=args.download)
     n, d = data.x_train.shape
     print(f"{data.name} split {data.split}: {n} training rows, {data.x_test.shape[0]} test rows, {d} inputs")
-    net = mlp(d)
+    net = mlp(d, 50)
     post = bnnkit.Posterior(
         net,
         bnnkit.Gaussian(0.5, learn_noise=True, precision_prior=(1.0, 0.1)),

@@ -102,6 +102,7 @@ from torch import Tensor
 
 from ..core.errors import BnnkitError
 from ..core.random import make_generator
+from .models import mlp
 
 METHODS = ("sgld", "fsgld", "bbb", "greedy0", "greedy1", "greedy5")
 GREEDY_EPSILON = {"greedy0": 0.0, "greedy1": 0.01, "greedy5": 0.05}
@@ -179,16 +180,6 @@ def cumulative_regret(edible: Tensor, actions: Tensor, p: float) -> Tensor:
 
 
 # ---------------------------------------------------------------------------- the agents' pieces
-def mlp(d: int, hidden: int) -> torch.nn.Module:
-    return torch.nn.Sequential(
-        torch.nn.Linear(d, hidden),
-        torch.nn.ReLU(),
-        torch.nn.Linear(hidden, hidden),
-        torch.nn.ReLU(),
-        torch.nn.Linear(hidden, 1),
-    )
-
-
 class Buffer:
     """The last ``capacity`` interactions (input rows and scaled rewards) as a ring buffer."""
 
@@ -381,7 +372,7 @@ def _make_agent(method: str, d: int, cfg: dict, seed: int, blocks: list[tuple[in
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)  # the same initial weights for every method of a seed
-        net = mlp(d, cfg["hidden"])
+        net = mlp(d, cfg["hidden"], torch.nn.ReLU)
     if method in GREEDY_EPSILON:
         return _GreedyAgent(net, GREEDY_EPSILON[method], cfg)
     lik = Gaussian(cfg["noise"])

@@ -37,6 +37,7 @@ from ..likelihoods import Gaussian
 from ..predict import predict
 from ..priors import GaussianPrior
 from ..sgmcmc.sghmc import SGHMC
+from .models import mlp
 
 NOISE = 0.1
 INTERVALS = ((-2.0, -0.75), (0.75, 2.0))
@@ -54,16 +55,6 @@ def make_data(seed: int = 0, n_per_interval: int = 10) -> tuple[torch.Tensor, to
     x = torch.cat(xs).sort().values[:, None]
     y = truth(x[:, 0]) + NOISE * torch.randn(x.shape[0], generator=g)
     return x, y
-
-
-def mlp(hidden: int = 100) -> torch.nn.Module:
-    return torch.nn.Sequential(
-        torch.nn.Linear(1, hidden),
-        torch.nn.Tanh(),
-        torch.nn.Linear(hidden, hidden),
-        torch.nn.Tanh(),
-        torch.nn.Linear(hidden, 1),
-    )
 
 
 def _summary(pred: Any, grid: torch.Tensor) -> dict[str, float]:
@@ -116,11 +107,11 @@ def run_extrapolation(
     grid = torch.linspace(*PLOT_RANGE, 400)[:, None]
     measurement = MeasurementPoints(num_from_data=40, num_uniform=40, low=PLOT_RANGE[0], high=PLOT_RANGE[1])
     posteriors = {
-        "fsghmc": FunctionalPosterior(mlp(), Gaussian(noise), gp, measurement, x),
-        "sghmc": Posterior(mlp(), Gaussian(noise), GaussianPrior(1.0), num_data=n),
+        "fsghmc": FunctionalPosterior(mlp(1, 100), Gaussian(noise), gp, measurement, x),
+        "sghmc": Posterior(mlp(1, 100), Gaussian(noise), GaussianPrior(1.0), num_data=n),
         # Neal's 1/sqrt(fan-in) scaling for the 100-unit layers: a tamer prior over functions.
         "sghmc_scaled": Posterior(
-            mlp(), Gaussian(noise), GaussianPrior(1.0, scales={"2.": 0.1, "4.": 0.1}), num_data=n
+            mlp(1, 100), Gaussian(noise), GaussianPrior(1.0, scales={"2.": 0.1, "4.": 0.1}), num_data=n
         ),
     }
     algorithms = {

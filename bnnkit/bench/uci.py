@@ -41,6 +41,7 @@ from ..data.uci import load_uci, resolve_uci_name
 from ..likelihoods import Gaussian
 from ..predict import predict, rmse
 from ..priors import GaussianPrior
+from .models import mlp
 
 METHODS = ("sgld", "sghmc", "fsgld", "fsghmc", "nuts", "bbb")
 
@@ -154,16 +155,6 @@ QUICK = {
     "gp_fit_steps": 30,
     "max_rows": 200,
 }
-
-
-def mlp(d: int, hidden: int) -> torch.nn.Module:
-    return torch.nn.Sequential(
-        torch.nn.Linear(d, hidden),
-        torch.nn.Tanh(),
-        torch.nn.Linear(hidden, hidden),
-        torch.nn.Tanh(),
-        torch.nn.Linear(hidden, 1),
-    )
 
 
 def _run_method(method: str, data: Any, cfg: dict, noise: float, gp: Any, seed: int, progress: bool):
