@@ -7,7 +7,8 @@ inference, and use it: predictive distributions, calibrated uncertainty, OOD sco
 from .core.driver import sample
 from .core.flat import FlatView
 from .core.posterior import Posterior
-from .core.samples import Samples
+from .core.samples import Samples, StoredSamples
+from .core.storage import load_samples
 from .core.target import Target, as_target
 from .likelihoods import Bernoulli, Categorical, Gaussian
 from .priors import GaussianPrior, LaplacePrior, ScaleMixturePrior
@@ -39,6 +40,8 @@ def __getattr__(name: str):
 
 __all__ = [
     "sample",
+    "load_samples",
+    "StoredSamples",
     "Posterior",
     "Samples",
     "Target",

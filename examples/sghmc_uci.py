@@ -75,8 +75,11 @@ def main() -> None:
     ap.add_argument("--out", default="sghmc_uci_out")
     ap.add_argument("--quick", action="store_true", help="short runs (a smoke test)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--threads", type=int, default=1, help="torch threads (1: small ops gain nothing from more)"
+    )
     args = ap.parse_args()
-    torch.set_num_threads(2)
+    torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -115,6 +115,7 @@ class Interrupted:
         self.inner, self.stop_after = inner, stop_after
         self.name = inner.name
         self.sampling_fraction = getattr(inner, "sampling_fraction", 1.0)
+        self.vectorizable = getattr(inner, "vectorizable", False)
 
     def config(self) -> dict:
         return self.inner.config()

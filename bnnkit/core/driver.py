@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -20,10 +20,12 @@ from torch import Tensor
 from .errors import BnnkitError, check_int_at_least
 from .posterior import Posterior
 from .random import make_generator
-from .samples import Samples
+from .samples import Samples, StoredSamples
 from .storage import RunStore
 from .target import Target, as_target
 from .types import Algorithm, Batch, LogDensityFn
+
+VECTOR_SEED_OFFSET = 1 << 32  # seeds of vectorised groups never collide with a chain's own seed
 
 InitSpec = str | Mapping[str, Tensor] | Callable[[int, torch.Generator], Mapping[str, Tensor]] | None
 
@@ -66,6 +68,8 @@ def sample(
     chunk_size: int = 100,
     validate: bool = True,
     compile: bool = False,
+    chain_method: str = "sequential",
+    chains: Sequence[int] | None = None,
 ) -> Samples:
     """Run ``algorithm`` on ``posterior`` and return its draws.
 
@@ -90,6 +94,15 @@ def sample(
             :meth:`~bnnkit.core.target.Target.compiled`): a few seconds up front, then steps
             about twice as fast at BNN-benchmark sizes.  Draws agree with an eager run to float
             rounding, not bit for bit, so a resumed run must use the same setting.
+        chain_method: ``"sequential"`` runs the chains one after another; ``"vectorized"`` runs
+            them as one computation over stacked positions ``[K, D]`` (``torch.func.vmap`` over
+            the network), which at BNN-benchmark sizes costs little more than one chain.  Each
+            chain still starts from its own initial draw and sees its own minibatches; the noise
+            of all chains comes from one generator of the group, so vectorised chains are
+            reproducible but not equal to sequential ones.  Algorithms with a per-chain amount of
+            work (NUTS, rejection sampling, Gibbs) refuse it with a clear message.
+        chains: run only these chain indices (e.g. one rank's share in chain-parallel sampling);
+            each keeps the seed it has in a full run, so the union of the parts equals the run.
     """
     check_int_at_least("num_samples", num_samples, 1)
     check_int_at_least("num_warmup", num_warmup, 0)
@@ -122,10 +135,23 @@ def sample(
             f"posterior must be a bnnkit.Posterior or a callable log density, got {type(posterior).__name__}."
         )
 
-    if compile:
-        target = target.compiled()
-    kernel = algorithm.build(target)
+    chain_ids = _chain_ids(chains, num_chains)
     batches = _batch_source(data)
+    if chain_method == "vectorized":
+        _check_vectorizable(algorithm, batches)
+        if not isinstance(batches, FullBatch):
+            from ..data.minibatch import ChainMinibatches
+
+            batches = ChainMinibatches(batches, len(chain_ids))
+        target = target.vectorized(chain_batched=not isinstance(batches, FullBatch), compile=compile)
+        units = [chain_ids]
+    elif chain_method == "sequential":
+        if compile:
+            target = target.compiled()
+        units = [[c] for c in chain_ids]
+    else:
+        raise BnnkitError(f"chain_method must be 'sequential' or 'vectorized', got {chain_method!r}.")
+    kernel = algorithm.build(target)
     # Every chain starts the stream afresh (its own shuffles come from its own generator), so a
     # chain's draws do not depend on which chains, or earlier runs, used the stream before it.
     initial = getattr(batches, "initial_state", None)
@@ -142,46 +168,82 @@ def sample(
         "chunk_size": chunk_size,
         "compile": bool(compile),
     }
+    if chain_method != "sequential":
+        config["chain_method"] = chain_method
     store = RunStore(output, config) if output is not None else None
 
-    all_pos: list[Tensor] = []
-    all_stats: list[dict[str, Tensor]] = []
-    for chain in range(num_chains):
-        if store is not None and store.is_done(chain):
+    results: dict[int, tuple[Tensor, dict[str, Tensor]]] = {}
+    for unit in units:
+        if store is not None and all(store.is_done(c) for c in unit):
             continue
-        pos, stats = _run_chain(
-            kernel,
-            target,
-            posterior,
-            batches,
-            fresh_batches,
-            chain,
-            init,
-            seed,
-            num_warmup,
-            num_samples,
-            thin,
-            progress,
-            store,
-            chunk_size,
-            num_chains,
-            float(getattr(algorithm, "sampling_fraction", 1.0)),
+        results.update(
+            _run_unit(
+                kernel,
+                target,
+                posterior,
+                batches,
+                fresh_batches,
+                unit,
+                chain_method == "vectorized",
+                init,
+                seed,
+                num_warmup,
+                num_samples,
+                thin,
+                progress,
+                store,
+                chunk_size,
+                num_chains,
+                float(getattr(algorithm, "sampling_fraction", 1.0)),
+            )
         )
-        all_pos.append(pos)
-        all_stats.append(stats)
 
-    if store is not None:
-        read = [store.read_chain(c) for c in range(num_chains)]
-        all_pos = [r[0] for r in read]
-        all_stats = [r[1] for r in read]
-    positions = torch.stack(all_pos)
-    stats = {k: torch.stack([s[k] for s in all_stats]) for k in all_stats[0]}
-    samples = Samples(positions, stats, target.view, config)
+    if chains is not None:
+        config = {**config, "chains": list(chain_ids)}
+    if store is not None:  # draws stay on disk: memory does not grow with the number of draws
+        samples: Samples = StoredSamples(output, chain_ids, target.view, config)
+    else:
+        positions = torch.stack([results[c][0] for c in chain_ids])
+        first = results[chain_ids[0]][1]
+        stats = {k: torch.stack([results[c][1][k] for c in chain_ids]) for k in first}
+        samples = Samples(positions, stats, target.view, config)
     if samples.log_weights is not None:
         from ..diagnostics import warn_if_degenerate
 
         warn_if_degenerate(samples.log_weights)
     return samples
+
+
+def _chain_ids(chains: Sequence[int] | None, num_chains: int) -> list[int]:
+    if chains is None:
+        return list(range(num_chains))
+    ids = [int(c) for c in chains]
+    if not ids or len(set(ids)) != len(ids) or any(not 0 <= c < num_chains for c in ids):
+        raise BnnkitError(
+            f"chains must be distinct chain indices in [0, num_chains={num_chains}), got {list(chains)!r}."
+        )
+    return ids
+
+
+def _check_vectorizable(algorithm: Algorithm, batches: Any) -> None:
+    ok = getattr(algorithm, "vectorizable", False)
+    if not ok:
+        why = getattr(algorithm, "not_vectorizable_because", None) or (
+            "its transitions take a different amount of work per chain or are not written for "
+            "stacked positions"
+        )
+        raise BnnkitError(
+            f"{type(algorithm).__name__} cannot run its chains vectorised: {why}. Use "
+            "chain_method='sequential'."
+        )
+    from ..data.minibatch import Minibatches
+
+    if not isinstance(batches, (FullBatch, Minibatches)):
+        raise BnnkitError(
+            f"vectorised chains need each chain's minibatches from one tensor stream "
+            f"(bnnkit.Minibatches); got {type(batches).__name__}. Use chain_method='sequential' for a "
+            "DataLoader stream."
+        )
 
 
 def _initial_position(
@@ -200,13 +262,14 @@ def _initial_position(
     raise BnnkitError(f"unsupported init {init!r}.")
 
 
-def _run_chain(
+def _run_unit(
     kernel,
     target,
     posterior,
     batches,
     fresh_batches,
-    chain,
+    unit: list[int],
+    vectorized: bool,
     init,
     seed,
     num_warmup,
@@ -217,12 +280,16 @@ def _run_chain(
     chunk_size,
     num_chains,
     sampling_fraction,
-) -> tuple[Tensor, dict[str, Tensor]]:
+) -> dict[int, tuple[Tensor, dict[str, Tensor]]]:
+    """Run one chain, or (``vectorized``) the chains of ``unit`` as one stacked state."""
     # Cyclical SG-MCMC keeps draws only in its sampling stages: estimate the steps needed.
-    fraction = sampling_fraction
-    total = num_warmup + math.ceil(num_samples * thin / fraction)
-    gen = make_generator(seed, chain)
-    ckpt = store.load_checkpoint(chain) if store is not None else None
+    total = num_warmup + math.ceil(num_samples * thin / sampling_fraction)
+    home = unit[0]  # the checkpoint of a vectorised group lives with its first chain
+    # A vectorised group draws its noise from one generator of its own; its initial positions
+    # still come from each chain's generator, so they equal the sequential run's.
+    device = target.view.device  # CUDA parameters need a CUDA generator for their noise
+    gen = make_generator(seed, VECTOR_SEED_OFFSET + home if vectorized else home, device)
+    ckpt = store.load_checkpoint(home) if store is not None else None
     adapt = kernel.adaptation if num_warmup > 0 else None
     if ckpt is not None:
         state = ckpt["state_type"](**ckpt["state"])
@@ -233,7 +300,12 @@ def _run_chain(
         n_collectable, n_kept = ckpt["n_collectable"], ckpt["n_kept"]
     else:
         batches.load_state_dict(fresh_batches)
-        x0 = _initial_position(target, posterior, init, chain, gen)
+        if vectorized:
+            x0 = torch.stack(
+                [_initial_position(target, posterior, init, c, make_generator(seed, c, device)) for c in unit]
+            )
+        else:
+            x0 = _initial_position(target, posterior, init, home, gen)
         state = kernel.init(x0, batches.next(gen) if not isinstance(batches, FullBatch) else batches.data)
         astate = adapt.init(state, num_warmup) if adapt is not None else None
         start, num_chunks, n_collectable, n_kept = 0, 0, 0, 0
@@ -241,12 +313,13 @@ def _run_chain(
     keep_pos: list[Tensor] = []
     keep_info: list[Any] = []
     kept_in_memory: list[tuple[Tensor, dict[str, Tensor]]] = []
-    bar = _progress_bar(total, chain, num_chains, start) if progress else None
+    label = f"chains {unit[0] + 1}-{unit[-1] + 1}" if vectorized and len(unit) > 1 else f"chain {home + 1}"
+    bar = _progress_bar(total, label, num_chains, start) if progress else None
     acc_sum, acc_n, last_refresh = 0.0, 0, 0.0
 
     def checkpoint(next_iteration: int) -> None:
         store.save_checkpoint(
-            chain,
+            home,
             {
                 "state": state._asdict(),
                 "state_type": type(state),
@@ -279,13 +352,14 @@ def _run_chain(
                     n_kept += 1
             ap = getattr(info, "accept_prob", None)
             if ap is not None:
-                acc_sum += float(ap)
+                acc_sum += float(ap.mean()) if ap.ndim else float(ap)
                 acc_n += 1
             if len(keep_pos) == chunk_size or (n_kept == num_samples and keep_pos):
-                chunk = _stack_chunk(keep_pos, keep_info)
+                chunk = _stack_chunk(keep_pos, keep_info, len(unit) if vectorized else None)
                 keep_pos, keep_info = [], []
                 if store is not None:
-                    store.write_chunk(chain, num_chunks, *chunk)
+                    for c, part in zip(unit, _split_chunk(chunk, vectorized, len(unit))):
+                        store.write_chunk(c, num_chunks, *part)
                     num_chunks += 1
                     checkpoint(it + 1)
                 else:
@@ -305,7 +379,7 @@ def _run_chain(
                         post["acc"] = f"{acc_sum / acc_n:.2f}"
                     eps = getattr(state, "step_size", None)
                     if eps is not None:
-                        post["step"] = f"{float(eps):.3g}"
+                        post["step"] = f"{float(eps.mean()) if eps.ndim else float(eps):.3g}"
                     bar.set_postfix(post, refresh=False)
             it += 1
     finally:
@@ -313,29 +387,48 @@ def _run_chain(
             bar.close()
 
     if store is not None:
-        store.mark_done(chain)
-        return torch.empty(0), {}
+        for c in unit:
+            store.mark_done(c)
+        return {}
     positions = torch.cat([c[0] for c in kept_in_memory])
     stats = {k: torch.cat([c[1][k] for c in kept_in_memory]) for k in kept_in_memory[0][1]}
-    return positions, stats
+    return dict(zip(unit, _split_chunk((positions, stats), vectorized, len(unit))))
 
 
-def _stack_chunk(positions: list[Tensor], infos: list[Any]) -> tuple[Tensor, dict[str, Tensor]]:
+def _stack_chunk(
+    positions: list[Tensor], infos: list[Any], num_chains: int | None
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """Stack kept draws ``[n, D]`` (or ``[n, K, D]`` for K vectorised chains) and their scalar stats."""
     stats: dict[str, Tensor] = {}
     for name in infos[0]._fields:
         vals = [getattr(i, name) for i in infos]
-        if all(isinstance(v, Tensor) and v.numel() == 1 for v in vals):
-            stats[name] = torch.stack([v.detach().reshape(()) for v in vals])
+        if not all(isinstance(v, Tensor) for v in vals):
+            continue
+        if all(v.numel() == 1 for v in vals):
+            row = torch.stack([v.detach().reshape(()) for v in vals])
+            stats[name] = row if num_chains is None else row[:, None].expand(-1, num_chains)
+        elif num_chains is not None and all(v.shape == (num_chains,) for v in vals):
+            stats[name] = torch.stack([v.detach() for v in vals])
     return torch.stack(positions), stats
 
 
-def _progress_bar(total: int, chain: int, num_chains: int, start: int):
+def _split_chunk(
+    chunk: tuple[Tensor, dict[str, Tensor]], vectorized: bool, k: int
+) -> list[tuple[Tensor, dict[str, Tensor]]]:
+    """One ``(positions [n, D], stats [n])`` per chain of a chunk."""
+    if not vectorized:
+        return [chunk]
+    pos, stats = chunk
+    return [(pos[:, i].contiguous(), {n: v[:, i].contiguous() for n, v in stats.items()}) for i in range(k)]
+
+
+def _progress_bar(total: int, label: str, num_chains: int, start: int):
     from tqdm.auto import tqdm
 
     return tqdm(
         total=total,
         initial=start,
-        desc=f"chain {chain + 1}/{num_chains}",
+        desc=f"{label}/{num_chains}",
         leave=True,
         mininterval=0.25,
         dynamic_ncols=True,

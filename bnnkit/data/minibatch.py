@@ -93,7 +93,11 @@ class Minibatches:
             return self._take(None)
         n, m = self.num_data, self.batch_size
         if self._perm is None or self._pos >= n or (self.drop_last and self._pos + m > n):
-            self._perm = torch.randperm(n, generator=gen) if self.shuffle else torch.arange(n)
+            dev = self.tensors[0].device
+            if self.shuffle:  # drawn where the generator lives (a CUDA chain has a CUDA generator)
+                self._perm = torch.randperm(n, generator=gen, device=gen.device).to(dev)
+            else:
+                self._perm = torch.arange(n, device=dev)
             self._pos = 0
         idx = self._perm[self._pos : self._pos + m]
         self._pos += m
@@ -192,3 +196,57 @@ def minibatches(data: Any, batch_size: int | None = None, **kwargs: Any) -> Mini
         raise BnnkitError("pass batch_size=M to draw minibatches from tensors.")
     tensors = data if isinstance(data, (tuple, list)) else (data,)
     return Minibatches(*tensors, batch_size=batch_size, **kwargs)
+
+
+class ChainMinibatches:
+    """K chains' minibatches from one :class:`Minibatches` stream, as tensors ``[K, M, ...]``.
+
+    Used by vectorised chains (``chain_method="vectorized"``): each chain walks its own shuffled
+    epochs, all K permutations drawn in one call per epoch (``argsort`` of uniform noise), so a
+    step costs one gather for all chains.  A short last batch is dropped, because the stacked
+    batches must have the same size for every chain (a different batch per chain is still an
+    unbiased N/M-scaled estimate).
+    """
+
+    chain_batches = True
+
+    def __init__(self, stream: Minibatches, num_chains: int):
+        if not isinstance(stream, Minibatches):
+            raise BnnkitError(
+                f"vectorised chains need a bnnkit.Minibatches stream, got {type(stream).__name__}."
+            )
+        self.stream = stream
+        self.num_chains = num_chains
+        self.num_data = stream.num_data
+        self._perm: Tensor | None = None
+        self._pos = 0
+
+    def next(self, gen: torch.Generator) -> Batch:
+        s, k = self.stream, self.num_chains
+        n, m = s.num_data, s.batch_size
+        if s._full:
+            out = tuple(t.unsqueeze(0).expand(k, *t.shape) for t in s.tensors)
+            return out if len(out) > 1 else out[0]
+        if self._perm is None or self._pos + m > n:
+            if s.shuffle:
+                u = torch.rand(k, n, generator=gen, device=gen.device)
+                self._perm = torch.argsort(u, dim=1).to(s.tensors[0].device)
+            else:
+                self._perm = torch.arange(n, device=s.tensors[0].device).expand(k, n)
+            self._pos = 0
+        idx = self._perm[:, self._pos : self._pos + m]
+        self._pos += m
+        out = tuple(t[idx] for t in s.tensors)
+        return out if len(out) > 1 else out[0]
+
+    def state_dict(self) -> dict:
+        return {"perm": self._perm, "pos": self._pos}
+
+    def initial_state(self) -> dict:
+        return {"perm": None, "pos": 0}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._perm, self._pos = state["perm"], state["pos"]
+
+    def check(self, posterior: Any) -> None:
+        self.stream.check(posterior)

@@ -171,15 +171,7 @@ class FunctionalPosterior(Posterior):
                 ll = ll + self.likelihood.extra_log_prior(lik)
             lw = self.bound_prior.log_prob(xg[: self.d_net], pri)
             f2 = f_m.reshape(f_m.shape[0], -1)
-            resid = f2.detach().to(torch.float64) - mean
-            alpha = torch.cholesky_solve(resid, L)
-            # log N(f_M; m, K) for each output column, summed
-            num_out = resid.shape[1]
-            gp_lp = (
-                -0.5 * (resid * alpha).sum()
-                - num_out * L.diagonal().log().sum()
-                - 0.5 * resid.numel() * LOG_2PI
-            )
+            gp_lp, alpha = _gp_log_prob(f2, L, mean)
             value = ll.detach() + lw.detach() + gp_lp.to(ll.dtype)
             if not need_grad:
                 return value, None
@@ -193,6 +185,47 @@ class FunctionalPosterior(Posterior):
         value, g = self._functional_value_and_grad(x, batch, xm)
         assert g is not None
         return value, g
+
+    def vectorized_stochastic_grad(
+        self, x: Tensor, batch: Batch, gen: torch.Generator, chain_batched: bool
+    ) -> tuple[Tensor, Tensor]:
+        """:meth:`stochastic_grad` for K stacked chains ``x [K, D]`` in one batched computation.
+
+        All chains share the step's measurement points (drawn once from ``gen``; data draws
+        come from the first chain's minibatch), so the GP factor is computed once; the network
+        runs once on every chain's minibatch plus ``X_M`` under ``torch.func.vmap``.
+        """
+        inputs, targets = batch
+        rows = inputs[0] if chain_batched else inputs
+        if tuple(rows.shape[1:]) != self.input_shape:
+            raise BnnkitError(
+                f"the batch inputs have shape {tuple(rows.shape)} but the training inputs have "
+                f"{self.input_shape} per row; the functional prior needs inputs of that shape."
+            )
+        xm = self.measurement.sample(rows.reshape(rows.shape[0], -1), gen)
+        L, mean = self._factor(xm)
+        xm_net = xm.to(inputs.dtype).reshape(xm.shape[0], *self.input_shape)
+        n = rows.shape[0]
+
+        def one_chain(xk: Tensor, inp: Tensor, tgt: Tensor) -> tuple[Tensor, Tensor]:
+            net, lik, pri = self._parts(xk)
+            out = self._call(net, torch.cat([inp, xm_net]))
+            ll = self.likelihood.log_prob(out[:n], tgt, lik)
+            s = self.scale((inp, tgt))
+            ll = ll if s == 1.0 else s * ll
+            if lik:
+                ll = ll + self.likelihood.extra_log_prior(lik)
+            lw = self.bound_prior.log_prob(xk[: self.d_net], pri)
+            return ll + lw, out[n:].reshape(xm.shape[0], -1)
+
+        bd = 0 if chain_batched else None
+        with torch.enable_grad():
+            xg = x.detach().requires_grad_(True)
+            llw, f2 = torch.func.vmap(one_chain, in_dims=(0, bd, bd))(xg, inputs, targets)
+            gp_lp, alpha = _gp_log_prob(f2, L, mean)
+            surrogate = llw.sum() - (alpha.to(f2.dtype) * f2).sum()
+            (g,) = torch.autograd.grad(surrogate, xg)
+        return llw.detach() + gp_lp.to(llw.dtype), g
 
     # ------------------------------------------------------------------ deterministic target
     def log_prob_flat(self, x: Tensor, batch: Batch) -> Tensor:
@@ -212,6 +245,7 @@ class FunctionalPosterior(Posterior):
             log_prob=self.log_prob_flat,
             grad_fn=self.value_and_grad_flat,
             stochastic_grad=self.stochastic_grad,
+            vectorized_stochastic_grad=self.vectorized_stochastic_grad,
             log_likelihood_bound=None,
         )
 
@@ -221,3 +255,15 @@ class FunctionalPosterior(Posterior):
         m = self.measurement
         cfg["measurement"] = m.config() if hasattr(m, "config") else repr(m)
         return cfg
+
+
+def _gp_log_prob(f2: Tensor, L: Tensor, mean: Tensor) -> tuple[Tensor, Tensor]:
+    """``log N(f_M; m, K)`` summed over output columns, and ``alpha = K^-1 (f_M - m)`` (float64).
+
+    ``f2`` is ``[M, out]`` or stacked chains ``[K, M, out]`` (one value per chain).
+    """
+    resid = f2.detach().to(torch.float64) - mean
+    alpha = torch.cholesky_solve(resid, L)
+    m, num_out = resid.shape[-2:]
+    quad = (resid * alpha).sum(dim=(-2, -1))
+    return quad * -0.5 - num_out * L.diagonal().log().sum() - 0.5 * m * num_out * LOG_2PI, alpha

@@ -14,6 +14,7 @@ Classification (Bernoulli / Categorical): ``p(y | x) = sum_s w_s softmax(f_s(x))
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -35,6 +36,16 @@ def _draws(samples: Samples | Tensor) -> Tensor:
     return samples.reshape(-1, samples.shape[-1])
 
 
+def _draw_chunks(samples: Samples | Tensor, chunk: int) -> Iterator[Tensor]:
+    """Flat draws ``[n, D]`` a chunk at a time; stored runs are read from disk chunk by chunk."""
+    if isinstance(samples, Samples):
+        yield from samples.iter_flat(chunk)
+        return
+    draws = _draws(samples)
+    for i in range(0, draws.shape[0], chunk):
+        yield draws[i : i + chunk]
+
+
 def _log_weights(samples: Samples | Tensor, num: int, weights: Tensor | None) -> Tensor:
     if weights is not None:
         w = torch.as_tensor(weights, dtype=torch.float64).reshape(-1)
@@ -50,25 +61,28 @@ def _log_weights(samples: Samples | Tensor, num: int, weights: Tensor | None) ->
 def network_outputs(
     posterior: Posterior, samples: Samples | Tensor, inputs: Tensor, chunk: int = 256
 ) -> Tensor:
-    """Network outputs ``[S, N, ...]`` for every draw (no gradient), ``torch.func.vmap`` over draws."""
-    draws = _draws(samples)
-    if draws.shape[-1] != posterior.view.size:
-        raise BnnkitError(
-            f"draws have {draws.shape[-1]} parameters but the posterior has {posterior.view.size}; "
-            "use the posterior the samples were drawn from."
-        )
+    """Network outputs ``[S, N, ...]`` for every draw (no gradient), ``torch.func.vmap`` over draws.
+
+    Draws are read ``chunk`` at a time, so a :class:`~bnnkit.StoredSamples` run is never loaded
+    whole: memory is that of the outputs plus one chunk of draws.
+    """
 
     def one(x: Tensor) -> Tensor:
         return posterior.forward(posterior.split(x)[0], inputs)
 
+    batched = torch.func.vmap(one)
     outs = []
     with torch.no_grad():
-        try:
-            batched = torch.func.vmap(one)
-            for i in range(0, draws.shape[0], chunk):
-                outs.append(batched(draws[i : i + chunk]))
-        except (RuntimeError, ValueError):  # modules vmap cannot trace: loop over draws
-            outs = [torch.stack([one(x) for x in draws])]
+        for draws in _draw_chunks(samples, chunk):
+            if draws.shape[-1] != posterior.view.size:
+                raise BnnkitError(
+                    f"draws have {draws.shape[-1]} parameters but the posterior has {posterior.view.size}; "
+                    "use the posterior the samples were drawn from."
+                )
+            try:
+                outs.append(batched(draws))
+            except (RuntimeError, ValueError):  # modules vmap cannot trace: loop over draws
+                outs.append(torch.stack([one(x) for x in draws]))
     return torch.cat(outs)
 
 
@@ -154,18 +168,17 @@ def predict(
     ``samples`` is a :class:`~bnnkit.Samples` (importance weights are used when it has them) or a
     tensor of flat draws ``[..., D]``; ``weights`` overrides with explicit non-negative weights.
     """
-    draws = _draws(samples)
-    lw = _log_weights(samples, draws.shape[0], weights)
-    out = network_outputs(posterior, draws, inputs)
+    out = network_outputs(posterior, samples, inputs)
+    lw = _log_weights(samples, out.shape[0], weights)
     lik = posterior.likelihood
     if isinstance(lik, Gaussian):
         f = out.squeeze(-1) if out.ndim == 3 and out.shape[-1] == 1 else out
         if lik.learn_noise:
-            idx = posterior.view.names.index("likelihood.log_precision")
-            log_tau = draws[:, posterior.view.offsets[idx]]
+            idx = posterior.view.offsets[posterior.view.names.index("likelihood.log_precision")]
+            log_tau = torch.cat([d[:, idx] for d in _draw_chunks(samples, 4096)])
             noise_var = torch.exp(-log_tau).reshape(-1, *([1] * (f.ndim - 1)))
         else:
-            noise_var = torch.full((draws.shape[0], *([1] * (f.ndim - 1))), lik.noise**2, dtype=f.dtype)
+            noise_var = torch.full((out.shape[0], *([1] * (f.ndim - 1))), lik.noise**2, dtype=f.dtype)
         return RegressionPredictive(f, noise_var.to(f.dtype), lw)
     w = lw.exp().to(out.dtype)
     if isinstance(lik, Bernoulli):

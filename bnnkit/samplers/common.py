@@ -9,11 +9,12 @@ from torch import Tensor
 def metropolis_accept(log_alpha: Tensor, gen: torch.Generator) -> tuple[Tensor, Tensor]:
     """Accept with probability ``min(1, exp(log_alpha))``; NaN counts as rejection.
 
-    Returns ``(accept_prob, is_accepted)`` as 0-d tensors.
+    Returns ``(accept_prob, is_accepted)`` shaped like ``log_alpha`` (0-d for one chain, ``[K]``
+    for stacked chains, each with its own uniform draw).
     """
     log_alpha = torch.nan_to_num(log_alpha.detach(), nan=-torch.inf)
     accept_prob = torch.clamp(log_alpha, max=0.0).exp()
-    u = torch.rand((), generator=gen, dtype=accept_prob.dtype, device=accept_prob.device)
+    u = torch.rand(log_alpha.shape, generator=gen, dtype=accept_prob.dtype, device=accept_prob.device)
     return accept_prob, u < accept_prob
 
 

@@ -54,16 +54,31 @@ class HMCInfo(NamedTuple):
 def leapfrog(
     target: Target, x: Tensor, p: Tensor, g: Tensor, step: Tensor, inv_mass: Tensor, n: int, batch: Batch
 ):
-    """``n`` leapfrog steps; stops early (returning ``lp = nan``) if the density becomes non-finite."""
+    """``n`` leapfrog steps; stops early (returning ``lp = nan``) if the density becomes non-finite.
+
+    ``x, p, g`` may be stacked chains ``[K, D]`` with ``step`` ``[K, 1]``; the trajectory then
+    stops early only when every chain has become non-finite (the others are rejected later).
+    """
     p = p + 0.5 * step * g
     lp = torch.tensor(math.nan)
     for i in range(n):
         x = x + step * inv_mass * p
         lp, g = target.value_and_grad(x, batch)
-        if not bool(torch.isfinite(lp)):  # a NaN gradient shows up as a NaN density one step later
+        finite = torch.isfinite(lp)
+        if not bool(finite.any()):  # a NaN gradient shows up as a NaN density one step later
             return x, p, g, torch.full_like(lp, math.nan), i + 1
+        if lp.ndim:
+            lp = torch.where(finite, lp, math.nan)
         p = p + (step if i < n - 1 else 0.5 * step) * g
     return x, p, g, lp, n
+
+
+def _where(accepted: Tensor, a: Tensor, b: Tensor) -> Tensor:
+    """Per-chain choice between stacked tensors ``[K, ...]`` (or shared ones, returned as is)."""
+    if a is b:
+        return a
+    mask = accepted.reshape(accepted.shape + (1,) * (a.ndim - accepted.ndim))
+    return torch.where(mask, a, b)
 
 
 @dataclass(frozen=True)
@@ -78,6 +93,7 @@ class HMC:
     divergence_threshold: float = 1000.0
     jitter: float = 0.2
     name: str = "hmc"
+    vectorizable = True  # a fixed number of leapfrog steps: the same work for every chain
 
     def __post_init__(self) -> None:
         check_positive("step_size", self.step_size, "Try 0.01 and let warm-up adapt it.")
@@ -100,7 +116,7 @@ class HMC:
                 position=position.detach().clone(),
                 log_density=lp,
                 grad=g,
-                step_size=torch.tensor(step_size0, dtype=position.dtype),
+                step_size=torch.full(position.shape[:-1], step_size0, dtype=position.dtype),
                 inv_mass=torch.ones_like(position),
             )
 
@@ -108,16 +124,19 @@ class HMC:
             x0, lp0, g0, eps, inv_m = state
             p0 = normal(x0, gen) / inv_m.sqrt()
             if jitter > 0:  # a random step size per transition breaks periodic (non-ergodic) orbits
-                u = torch.rand((), generator=gen, dtype=eps.dtype)
+                u = torch.rand(eps.shape, generator=gen, dtype=eps.dtype)
                 eps = eps * (1 + jitter * (2 * u - 1))
-            h0 = -lp0 + 0.5 * torch.dot(p0 * inv_m, p0)
-            x1, p1, g1, lp1, n = leapfrog(target, x0, p0, g0, eps, inv_m, n_steps, batch)
-            h1 = -lp1 + 0.5 * torch.dot(p1 * inv_m, p1)
+            h0 = -lp0 + 0.5 * (p0 * inv_m * p0).sum(-1)
+            x1, p1, g1, lp1, n = leapfrog(target, x0, p0, g0, eps.unsqueeze(-1), inv_m, n_steps, batch)
+            h1 = -lp1 + 0.5 * (p1 * inv_m * p1).sum(-1)
             delta = h1 - h0
             diverging = ~torch.isfinite(delta) | (delta > threshold)
             accept_prob, accepted = metropolis_accept(-delta, gen)
-            if bool(accepted):
-                new = HMCState(x1, lp1, g1, state.step_size, inv_m)
+            proposal = HMCState(x1, lp1, g1, state.step_size, inv_m)
+            if accepted.ndim:  # stacked chains: accept or reject each one
+                new = HMCState(*(_where(accepted, a, b) for a, b in zip(proposal, state)))
+            elif bool(accepted):
+                new = proposal
             else:
                 new = state
             info = HMCInfo(

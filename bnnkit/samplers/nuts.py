@@ -77,6 +77,9 @@ class NUTS:
     adapt_mass: bool = True
     divergence_threshold: float = 1000.0
     name: str = "nuts"
+    not_vectorizable_because = (
+        "each chain doubles its trajectory until its own U-turn, a different length per chain"
+    )
 
     def __post_init__(self) -> None:
         check_positive("step_size", self.step_size, "Try 0.01 and let warm-up adapt it.")

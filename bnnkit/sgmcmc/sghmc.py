@@ -117,6 +117,14 @@ class SGHMC:
         return cls(step_size=eps, friction=momentum_decay / eps, noise_estimate=beta / eps, **kwargs)
 
     @property
+    def vectorizable(self) -> bool:
+        return self.noise_estimate != "online"
+
+    @property
+    def not_vectorizable_because(self) -> str:
+        return "noise_estimate='online' splits each minibatch into halves, per chain"
+
+    @property
     def sampling_fraction(self) -> float:
         return self.step_size.sampling_fraction
 

@@ -42,6 +42,7 @@ class SGLD:
     step_size: float | Schedule = 1e-4
     temperature: float = 1.0
     name: str = "sgld"
+    vectorizable = True  # elementwise update: runs on stacked chains [K, D] unchanged
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "step_size", as_schedule(self.step_size))
