@@ -7,10 +7,21 @@ pool, linear 512 -> 10).  Methods:
 - ``fsghmc`` / ``fsgld``: RBF GP prior on the 10 logits (one GP per logit, shared kernel fitted by
   marginal likelihood on 1000 training images with centred one-hot targets, flattened pixels),
   40 random training images as measurement points per step (the paper's setting);
-- ``bbb``: Bayes by Backprop with local reparameterisation.
+- ``bbb``: Bayes by Backprop with local reparameterisation;
+- ``fbnn``: functional VI (Sun et al. 2019) with the same fitted GP prior, measured on
+  ``fbnn["measurement"]`` random training images per step (not the minibatch: each function draw
+  is a network pass, so the measurement set is kept small), ``fbnn["function_samples"]`` draws,
+  ``fbnn["epochs"]`` epochs (it costs ``function_samples`` times as much per step);
+- ``mcdropout``: MC dropout (Gal & Ghahramani 2016): the CNN with ``nn.Dropout(p)`` after each
+  pooling layer (so also before the linear layer), weight decay ``(1 - p) / N`` from the N(0, 1)
+  prior;
+- ``ensemble``: deep ensemble (Lakshminarayanan et al. 2017) of ``ensemble["members"]`` MAP fits
+  under the N(0, 1) prior from independent initialisations.  Not anchored: randomise-then-optimise
+  needs a Gaussian likelihood with fixed noise, so for a classifier only the plain ensemble exists.
 
 Chains start from PyTorch's default initialisation (``init="module"``).  Every method gets ``burn_in`` steps, then ``draws`` draws thinned by ``thin`` (VI: the same number
-of epochs' worth of steps, then ``draws`` draws from q).  Metrics on the test split: error (%),
+of epochs' worth of steps, then ``draws`` draws from q; MC dropout: that many epochs, then ``draws``
+dropout masks; ensemble: that many epochs per member, the members as draws).  Metrics on the test split: error (%),
 NLL, ECE (15 bins), and OOD AUROC with predictive entropy as the score (OOD = positive):
 MNIST -> Fashion-MNIST, or back.  Reliability diagrams as PNG; tables as markdown, CSV, JSON.
 The offline shared data holds the first 4443 Fashion-MNIST test images only: they serve as the
@@ -33,10 +44,11 @@ from ..core.posterior import Posterior
 from ..data.minibatch import Minibatches
 from ..data.mnist import load_mnist
 from ..likelihoods import Categorical
-from ..predict import expected_calibration_error, ood_auroc, predict, predictive_entropy
+from ..predict import expected_calibration_error, ood_auroc, predictive_entropy
 from ..priors import GaussianPrior
+from .uci import DropoutDraws, canonical_methods, predictive
 
-METHODS = ("sghmc", "sgld", "fsghmc", "fsgld", "bbb")
+METHODS = ("sghmc", "sgld", "fsghmc", "fsgld", "bbb", "fbnn", "mcdropout", "ensemble")
 DEFAULTS = {
     "batch_size": 125,
     "burn_in": 2400,  # 5 epochs of MNIST at batch 125
@@ -47,6 +59,12 @@ DEFAULTS = {
     "step_size": {"sgld": 6e-5, "sghmc": 3e-4, "fsgld": 6e-5, "fsghmc": 3e-4},
     "friction": 10.0,
     "bbb_lr": 1e-3,
+    # Not tuned (no full CPU run yet).  Epochs as bbb's unless given; an FBNN step costs
+    # function_samples x (batch + measurement) network passes (~0.9 s on one core), so it gets 2
+    # epochs (~960 steps, ~15 min); an ensemble step costs one pass per member.
+    "fbnn": {"lr": 1e-3, "function_samples": 10, "measurement": 40, "epochs": 2},
+    "mcdropout": {"p": 0.1, "lr": 1e-3},
+    "ensemble": {"members": 5, "lr": 1e-3},
     "train_rows": None,
     "test_rows": None,
     "ood_rows": None,
@@ -62,20 +80,41 @@ QUICK = {
     "ood_rows": 200,
     "gp_rows": 200,
     "gp_steps": 10,
+    "fbnn": {"lr": 1e-3, "function_samples": 4, "measurement": 10, "epochs": 1},
+    "mcdropout": {"p": 0.1, "lr": 1e-3, "epochs": 5},
+    "ensemble": {"members": 2, "lr": 1e-3, "epochs": 3},
 }
 
 
-def small_cnn() -> torch.nn.Module:
+def small_cnn(dropout: float | None = None) -> torch.nn.Module:
+    """The CPU CNN; ``dropout=p`` adds ``nn.Dropout(p)`` after each pooling layer (MC dropout)."""
+
+    def drop() -> list[torch.nn.Module]:
+        return [] if dropout is None else [torch.nn.Dropout(dropout)]
+
     return torch.nn.Sequential(
         torch.nn.Conv2d(1, 16, 5),
         torch.nn.ReLU(),
         torch.nn.MaxPool2d(2),
+        *drop(),
         torch.nn.Conv2d(16, 32, 5),
         torch.nn.ReLU(),
         torch.nn.MaxPool2d(2),
+        *drop(),
         torch.nn.Flatten(),
         torch.nn.Linear(512, 10),
     )
+
+
+class _AsImages(torch.nn.Module):
+    """Rows ``[N, ...]`` (flat pixels or images) reshaped to images ``[N, *shape]``."""
+
+    def __init__(self, shape: tuple[int, ...]):
+        super().__init__()
+        self.shape = tuple(shape)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.reshape(x.shape[0], *self.shape)
 
 
 def _load(dataset: str, root: str | None, download: bool, cfg: dict):
@@ -114,7 +153,7 @@ def _fit_gp(x: torch.Tensor, y: torch.Tensor, cfg: dict, seed: int):
 def _draws(method, x, y, cfg, seed, progress, gp):
     from ..functional import FSGHMC, FSGLD, FunctionalPosterior, MeasurementPoints
     from ..sgmcmc import SGHMC, SGLD
-    from ..vi import BayesByBackprop
+    from ..vi import FBNN, BayesByBackprop, DeepEnsemble, MCDropout
 
     torch.manual_seed(seed)
     n = x.shape[0]
@@ -142,15 +181,47 @@ def _draws(method, x, y, cfg, seed, progress, gp):
         eps = cfg["step_size"][method]
         alg = SGHMC(eps, friction=cfg["friction"]) if method == "sghmc" else SGLD(eps)
         return post, sample(alg, post, stream, **kw)
+    steps = cfg["burn_in"] + cfg["draws"] * cfg["thin"]
+    epochs = max(1, round(steps * cfg["batch_size"] / n))  # the VI baselines' budget
+    num_draws = max(cfg["draws"], 10)
     if method == "bbb":
-        steps = cfg["burn_in"] + cfg["draws"] * cfg["thin"]
-        epochs = max(1, round(steps * cfg["batch_size"] / n))
         fit = BayesByBackprop(
             lr=cfg["bbb_lr"], num_epochs=epochs, batch_size=cfg["batch_size"], estimator="local"
         )
-        return post, fit.fit(post, (x, y), seed=seed, progress=progress).sample(
-            max(cfg["draws"], 10), seed=seed
+        return post, fit.fit(post, (x, y), seed=seed, progress=progress).sample(num_draws, seed=seed)
+    if method == "fbnn":
+        c = cfg["fbnn"]
+        # FBNN puts the measurement rows (flat pixels, as the GP sees them) and the minibatch into
+        # one network call, so it is given flat pixels and a network that reshapes them to images
+        flat = x.reshape(n, -1)
+        meas = MeasurementPoints(num_from_data=c["measurement"], num_uniform=0)
+        module = torch.nn.Sequential(_AsImages(x.shape[1:]), net)
+        post = FunctionalPosterior(module, Categorical(), gp, meas, flat)
+        fit = FBNN(
+            lr=c["lr"],
+            num_epochs=c.get("epochs", epochs),
+            batch_size=cfg["batch_size"],
+            num_function_samples=c["function_samples"],
+            include_batch=False,
         )
+        return post, fit.fit(post, (flat, y), seed=seed, progress=progress).sample(num_draws, seed=seed)
+    if method == "mcdropout":
+        c = cfg["mcdropout"]
+        # eval(): the Posterior is a fixed function of the weights; MCDropout draws its own masks
+        post = Posterior(small_cnn(c["p"]).eval(), Categorical(), GaussianPrior(1.0), num_data=n)
+        fit = MCDropout(
+            p=c["p"], lr=c["lr"], num_epochs=c.get("epochs", epochs), batch_size=cfg["batch_size"]
+        )
+        return post, DropoutDraws(fit.fit(post, (x, y), seed=seed, progress=progress), num_draws, seed)
+    if method == "ensemble":
+        c = cfg["ensemble"]
+        fit = DeepEnsemble(
+            num_members=c["members"],
+            lr=c["lr"],
+            num_epochs=c.get("epochs", epochs),
+            batch_size=cfg["batch_size"],
+        )
+        return post, fit.fit(post, (x, y), seed=seed, progress=progress)
     raise BnnkitError(f"unknown method {method!r}; choose from {', '.join(METHODS)}.")
 
 
@@ -166,15 +237,13 @@ def run_image(
     log: Any = print,
 ) -> dict[str, Any]:
     """Run ``methods`` on ``dataset``; write ``image.md/csv/json`` and reliability diagrams."""
-    for m in methods:
-        if m not in METHODS:
-            raise BnnkitError(f"unknown method {m!r}; choose from {', '.join(METHODS)}.")
+    methods = tuple(canonical_methods(methods, METHODS))
     cfg = {**DEFAULTS, **(QUICK if quick else {})}
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     x, y, x_te, y_te, x_ood, ood_name = _load(dataset, root, download, cfg)
     gp, fitted = (None, None)
-    if any(m.startswith("f") for m in methods):
+    if any(m in ("fsghmc", "fsgld", "fbnn") for m in methods):
         t0 = time.perf_counter()
         gp, fitted = _fit_gp(x, y, cfg, seed)
         log(f"GP prior fitted in {time.perf_counter() - t0:.0f} s: {fitted}")
@@ -183,7 +252,7 @@ def run_image(
         t0 = time.perf_counter()
         post, s = _draws(m, x, y, cfg, seed, progress, gp)
         seconds = time.perf_counter() - t0
-        pin, pout = predict(post, s, x_te), predict(post, s, x_ood)
+        pin, pout = predictive(post, s, x_te), predictive(post, s, x_ood)
         ece, rel = expected_calibration_error(pin.probs, y_te)
         row = {
             "method": m,
@@ -196,7 +265,7 @@ def run_image(
         rows.append(row)
         reliab[m] = rel
         log(
-            f"{dataset} {m:6s} error {row['test_error_pct']:.2f}% NLL {row['nll']:.3f} ECE {ece:.3f} "
+            f"{dataset} {m:9s} error {row['test_error_pct']:.2f}% NLL {row['nll']:.3f} ECE {ece:.3f} "
             f"AUROC({dataset}->{ood_name}) {row['ood_auroc']:.3f} {seconds:.0f} s"
         )
     cmd = f"bnnkit bench image --dataset {dataset} --methods {','.join(methods)}" + (

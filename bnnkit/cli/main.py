@@ -49,22 +49,27 @@ def build_parser() -> argparse.ArgumentParser:
     uci.add_argument(
         "--methods",
         default="sgld,sghmc,fsgld,fsghmc",
-        help="comma-separated, from sgld,sghmc,fsgld,fsghmc,nuts,bbb",
+        help="comma-separated, from sgld,sghmc,fsgld,fsghmc,nuts,bbb,fbnn,mcdropout,ensemble "
+        "(hmc: an alias of nuts) (default: %(default)s)",
     )
     uci.add_argument("--splits", type=int, default=10)
     uci.add_argument("--quick", action="store_true", help="tiny network and runs, 200 rows: a smoke test")
     uci.add_argument("--data", default=None, help="data directory (default: $BNNKIT_DATA or the user cache)")
-    uci.add_argument("--out", default="bnnkit-out/uci")
+    uci.add_argument("--out", default="bnnkit-out/uci", help="output folder (default: %(default)s)")
     uci.add_argument("--seed", type=int, default=0)
     uci.add_argument("--threads", type=int, default=1)
     uci.add_argument("--no-progress", action="store_true")
     img = bench_sub.add_parser("image", help="image classification + OOD detection (small CNN on CPU)")
     img.add_argument("--dataset", default="mnist", choices=["mnist", "fmnist"])
-    img.add_argument("--methods", default="sghmc,sgld,fsghmc,fsgld,bbb")
+    img.add_argument(
+        "--methods",
+        default="sghmc,sgld,fsghmc,fsgld,bbb",
+        help="comma-separated, from sghmc,sgld,fsghmc,fsgld,bbb,fbnn,mcdropout,ensemble (default: %(default)s)",
+    )
     img.add_argument("--quick", action="store_true", help="600 training images, short runs: a smoke test")
     img.add_argument("--data", default=None, help="data directory (default: $BNNKIT_DATA or the user cache)")
     img.add_argument("--download", action="store_true")
-    img.add_argument("--out", default="bnnkit-out/image")
+    img.add_argument("--out", default="bnnkit-out/image", help="output folder (default: %(default)s)")
     img.add_argument("--seed", type=int, default=0)
     img.add_argument("--threads", type=int, default=2)
     img.add_argument("--no-progress", action="store_true")

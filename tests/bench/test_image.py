@@ -27,5 +27,7 @@ def test_image_quick_all_methods(tmp_path):
 def test_image_bad_input(tmp_path):
     with pytest.raises(BnnkitError, match="unknown method"):
         run_image("mnist", ("sgd",), out=tmp_path)
+    with pytest.raises(BnnkitError, match="unknown method 'hmc'"):  # no NUTS for the CNN
+        run_image("mnist", ("hmc",), out=tmp_path)
     with pytest.raises(BnnkitError, match="dataset"):
         run_image("cifar", ("bbb",), out=tmp_path)

@@ -14,9 +14,10 @@ DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
 @pytest.mark.skipif(not (DATA / "uci").exists(), reason="needs ../shared/data/uci")
 def test_uci_quick_all_methods(tmp_path):
+    asked = [{"nuts": "hmc"}.get(m, m) for m in METHODS]  # the gold standard under its alias
     report = run_uci(
         ["boston"],
-        METHODS,
+        asked,
         splits=1,
         out=tmp_path,
         root=str(DATA),
@@ -34,6 +35,8 @@ def test_uci_quick_all_methods(tmp_path):
         assert abs(float(r["rmse"]) / float(r["rmse_std"]) - y_std) < 1e-3 * y_std  # unit conversion
     md = (tmp_path / "uci.md").read_text()
     assert "paper RMSE" in md and "1.23 +- 0.06" in md  # published SGLD number beside ours
+    assert "| hmc (NUTS) |" in md and "`hmc` is an alias of `nuts`" in md
+    assert report["aliases"] == {"hmc": "nuts"} and "--methods " + ",".join(asked) in report["command"]
     again = json.loads((tmp_path / "uci.json").read_text())
     assert again["command"] == report["command"] and again["quick"] is True
 
@@ -48,5 +51,5 @@ def test_uci_second_run_gives_the_same_numbers(tmp_path):
 
 
 def test_unknown_method_is_refused(tmp_path):
-    with pytest.raises(BnnkitError, match="unknown method"):
+    with pytest.raises(BnnkitError, match="unknown method.*ensemble, hmc"):
         run_uci(["boston"], ["sgd"], out=tmp_path)
