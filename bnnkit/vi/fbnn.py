@@ -116,11 +116,14 @@ class FBNN:
             for b in range(batches):
                 idx = perm[b * bs : (b + 1) * bs]
                 xb, yb = inputs[idx], targets[idx]
-                xm = posterior.measurement.sample(xb, gen).to(inputs.dtype)
-                x_meas = torch.cat([xb, xm]) if self.include_batch else xm
+                # The GP and the measurement sampler see flat rows; the network its own input shape
+                # (e.g. images), as in FunctionalPosterior.
+                xb_flat = xb.reshape(xb.shape[0], -1)
+                xm = posterior.measurement.sample(xb_flat, gen).to(inputs.dtype)
+                x_meas = torch.cat([xb_flat, xm]) if self.include_batch else xm
                 eps = torch.randn((S, q.mu.numel()), generator=gen, dtype=q.mu.dtype)
                 w = q.mu + q.sigma * eps  # reparameterised draws
-                out = functions(w, torch.cat([xb, x_meas]))
+                out = functions(w, torch.cat([xb, x_meas.reshape(-1, *xb.shape[1:])]))
                 f_b, f_x = out[:, : xb.shape[0]], out[:, xb.shape[0] :]  # [S, n, C], [S, P, C]
                 ll = torch.stack([posterior.likelihood.log_prob(f_b[s], yb, {}) for s in range(S)]).mean()
                 ll = ll * (n / xb.shape[0])

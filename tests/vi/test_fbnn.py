@@ -1,5 +1,7 @@
 """FBNN (functional VI with the spectral Stein gradient estimator) against closed forms."""
 
+import math
+
 import pytest
 import torch
 
@@ -61,3 +63,17 @@ def test_fbnn_bad_input():
     prob = linear_problem(n=10, d=2)
     with pytest.raises(BnnkitError, match="functional posterior"):
         FBNN(num_epochs=1).fit(prob.posterior(), (prob.X, prob.y), progress=False)
+
+
+def test_fbnn_on_image_shaped_inputs():
+    """The GP sees flat rows, the network its own input shape (as in FunctionalPosterior)."""
+    from bnnkit.functional import FunctionalPosterior, GPPrior, MeasurementPoints
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(24, 1, 3, 3, generator=g)
+    y = torch.randint(0, 2, (24,), generator=g)
+    net = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 2), torch.nn.Flatten(), torch.nn.Linear(8, 2))
+    gp = GPPrior("rbf", input_dim=9, lengthscale=1.0, outputscale=1.0, jitter=1e-3)
+    post = FunctionalPosterior(net, bnnkit.Categorical(), gp, MeasurementPoints(4, 4), x)
+    res = FBNN(num_epochs=2, batch_size=8, num_function_samples=5).fit(post, (x, y), progress=False)
+    assert len(res.history["elbo"]) == 2 and all(math.isfinite(v) for v in res.history["elbo"])
