@@ -24,6 +24,7 @@ from torch import Tensor, nn
 
 from ..core.errors import BnnkitError
 from ..core.posterior import Posterior
+from .local_mlp import LocalForward, LocalMLP
 
 ESTIMATORS = ("reparam", "local", "flipout")
 
@@ -110,10 +111,18 @@ class ForwardPlan:
                     covered.add(bn)
                 self.layers.append((layer, wn, bn if sampled_bias else None, posterior.fixed.get(bn)))
         self.reparam_names = [n for n in posterior.net_names if n not in covered]
+        self.mlp = LocalMLP.build(posterior) if estimator == "local" else None
+
+    def fast(self, inputs: Tensor) -> bool:
+        """Whether a call on ``inputs`` takes the one-node MLP route."""
+        return self.mlp is not None and inputs.ndim == 2 and not inputs.requires_grad
 
     def __call__(self, mu: Tensor, sigma: Tensor, inputs: Tensor, gen: torch.Generator) -> Tensor:
         """Network output for one draw from ``q`` (per-example draws for local / flipout layers)."""
         post = self.posterior
+        if self.fast(inputs):
+            eps = self.mlp.noise(inputs.shape[0], gen, mu)
+            return LocalForward.apply(self.mlp, mu, sigma, inputs, eps)
         if not self.layers:
             eps = torch.randn(mu.shape, generator=gen, dtype=mu.dtype, device=mu.device)
             return post.forward(post.split(mu + sigma * eps)[0], inputs)
