@@ -35,7 +35,78 @@ def _check_num_data(posterior: Any, n: int) -> None:
         )
 
 
-class Minibatches:
+class EpochIndices:
+    """Row indices of shuffled epochs, the state every minibatch stream shares.
+
+    Each epoch draws a permutation of ``range(num_data)`` from the chain's generator (where the
+    generator lives, so a CUDA chain uses its CUDA generator) and walks through it ``batch_size``
+    rows at a time.  With ``num_chains=K`` it walks K permutations at once (``[K, M]`` indices,
+    all drawn in one call as the argsort of uniform noise) and drops a short last batch, so
+    the K chains' batches stack.  ``state_dict()`` is the permutation and position: a checkpoint
+    resumes on the same batch sequence.
+    """
+
+    def __init__(
+        self,
+        num_data: int,
+        batch_size: int,
+        shuffle: bool = True,
+        drop_last: bool = False,
+        num_chains: int | None = None,
+        device: torch.device | None = None,
+    ):
+        self.num_data, self.batch_size = num_data, batch_size
+        self.shuffle, self.num_chains = shuffle, num_chains
+        self.device = device if device is not None else torch.device("cpu")
+        self.drop_last = drop_last or num_chains is not None
+        self._perm: Tensor | None = None
+        self._pos = 0
+
+    def next(self, gen: torch.Generator) -> Tensor:
+        n, m, k = self.num_data, self.batch_size, self.num_chains
+        if self._perm is None or self._pos >= n or (self.drop_last and self._pos + m > n):
+            if not self.shuffle:
+                perm = torch.arange(n, device=self.device)
+                self._perm = perm if k is None else perm.expand(k, n)
+            elif k is None:
+                self._perm = torch.randperm(n, generator=gen, device=gen.device).to(self.device)
+            else:
+                u = torch.rand(k, n, generator=gen, device=gen.device)
+                self._perm = torch.argsort(u, dim=1).to(self.device)
+            self._pos = 0
+        idx = self._perm[..., self._pos : self._pos + m]
+        self._pos += m
+        return idx
+
+    def state_dict(self) -> dict:
+        return {"perm": self._perm, "pos": self._pos}
+
+    @staticmethod
+    def initial_state() -> dict:
+        """The state before the first batch (each chain of a run starts from it)."""
+        return {"perm": None, "pos": 0}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._perm, self._pos = state["perm"], state["pos"]
+
+
+class EpochStream:
+    """A minibatch stream whose whole state is its :class:`EpochIndices` (``self.indices``)."""
+
+    indices: EpochIndices
+
+    def state_dict(self) -> dict:
+        return self.indices.state_dict()
+
+    def initial_state(self) -> dict:
+        """The state before the first batch (each chain of a run starts from it)."""
+        return EpochIndices.initial_state()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.indices.load_state_dict(state)
+
+
+class Minibatches(EpochStream):
     """Shuffled epochs of minibatches over tensors that share their first dimension.
 
     Each epoch draws a permutation from the chain's generator and walks through it in batches of
@@ -76,8 +147,7 @@ class Minibatches:
         self.shuffle = shuffle
         self.drop_last = drop_last
         self._full = batch_size == n
-        self._perm: Tensor | None = None
-        self._pos = 0
+        self.indices = EpochIndices(n, batch_size, shuffle, drop_last, device=tensors[0].device)
 
     @property
     def batches_per_epoch(self) -> int:
@@ -91,27 +161,7 @@ class Minibatches:
     def next(self, gen: torch.Generator) -> Batch:
         if self._full:
             return self._take(None)
-        n, m = self.num_data, self.batch_size
-        if self._perm is None or self._pos >= n or (self.drop_last and self._pos + m > n):
-            dev = self.tensors[0].device
-            if self.shuffle:  # drawn where the generator lives (a CUDA chain has a CUDA generator)
-                self._perm = torch.randperm(n, generator=gen, device=gen.device).to(dev)
-            else:
-                self._perm = torch.arange(n, device=dev)
-            self._pos = 0
-        idx = self._perm[self._pos : self._pos + m]
-        self._pos += m
-        return self._take(idx)
-
-    def state_dict(self) -> dict:
-        return {"perm": self._perm, "pos": self._pos}
-
-    def initial_state(self) -> dict:
-        """The state before the first batch (each chain of a run starts from it)."""
-        return {"perm": None, "pos": 0}
-
-    def load_state_dict(self, state: dict) -> None:
-        self._perm, self._pos = state["perm"], state["pos"]
+        return self._take(self.indices.next(gen))
 
     def check(self, posterior: Any) -> None:
         _check_num_data(posterior, self.num_data)
@@ -198,7 +248,7 @@ def minibatches(data: Any, batch_size: int | None = None, **kwargs: Any) -> Mini
     return Minibatches(*tensors, batch_size=batch_size, **kwargs)
 
 
-class ChainMinibatches:
+class ChainMinibatches(EpochStream):
     """K chains' minibatches from one :class:`Minibatches` stream, as tensors ``[K, M, ...]``.
 
     Used by vectorised chains (``chain_method="vectorized"``): each chain walks its own shuffled
@@ -218,35 +268,18 @@ class ChainMinibatches:
         self.stream = stream
         self.num_chains = num_chains
         self.num_data = stream.num_data
-        self._perm: Tensor | None = None
-        self._pos = 0
+        self.indices = EpochIndices(
+            stream.num_data, stream.batch_size, stream.shuffle, True, num_chains, stream.tensors[0].device
+        )
 
     def next(self, gen: torch.Generator) -> Batch:
         s, k = self.stream, self.num_chains
-        n, m = s.num_data, s.batch_size
         if s._full:
             out = tuple(t.unsqueeze(0).expand(k, *t.shape) for t in s.tensors)
-            return out if len(out) > 1 else out[0]
-        if self._perm is None or self._pos + m > n:
-            if s.shuffle:
-                u = torch.rand(k, n, generator=gen, device=gen.device)
-                self._perm = torch.argsort(u, dim=1).to(s.tensors[0].device)
-            else:
-                self._perm = torch.arange(n, device=s.tensors[0].device).expand(k, n)
-            self._pos = 0
-        idx = self._perm[:, self._pos : self._pos + m]
-        self._pos += m
-        out = tuple(t[idx] for t in s.tensors)
+        else:
+            idx = self.indices.next(gen)
+            out = tuple(t[idx] for t in s.tensors)
         return out if len(out) > 1 else out[0]
-
-    def state_dict(self) -> dict:
-        return {"perm": self._perm, "pos": self._pos}
-
-    def initial_state(self) -> dict:
-        return {"perm": None, "pos": 0}
-
-    def load_state_dict(self, state: dict) -> None:
-        self._perm, self._pos = state["perm"], state["pos"]
 
     def check(self, posterior: Any) -> None:
         self.stream.check(posterior)

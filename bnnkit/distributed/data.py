@@ -9,6 +9,7 @@ from torch import Tensor
 
 from ..core.errors import BnnkitError, check_int_at_least
 from ..core.types import Batch
+from ..data.minibatch import EpochIndices, EpochStream
 
 
 class ShardBatch(tuple):
@@ -52,7 +53,7 @@ def shard_range(num_data: int, rank: int | None = None, world_size: int | None =
     return range(rank * num_data // world_size, (rank + 1) * num_data // world_size)
 
 
-class ShardedMinibatches:
+class ShardedMinibatches(EpochStream):
     """The global minibatch sequence of :class:`bnnkit.data.Minibatches`, restricted to one shard.
 
     Every rank draws the same permutation of all ``N = num_data`` rows from the chain's generator,
@@ -120,8 +121,8 @@ class ShardedMinibatches:
         self.shuffle = shuffle
         self.drop_last = drop_last
         self._full = batch_size == num_data
-        self._perm: Tensor | None = None
-        self._pos = 0
+        # The same index draws as Minibatches on the full data (tested against it).
+        self.indices = EpochIndices(num_data, batch_size, shuffle, drop_last, device=tensors[0].device)
 
     @classmethod
     def from_full(
@@ -162,24 +163,7 @@ class ShardedMinibatches:
     def next(self, gen: torch.Generator) -> Batch:
         if self._full:
             return ShardBatch(self.tensors, self.num_data)
-        # The same draws as Minibatches.next on the full data (tested against it).
-        n, m = self.num_data, self.batch_size
-        if self._perm is None or self._pos >= n or (self.drop_last and self._pos + m > n):
-            self._perm = torch.randperm(n, generator=gen) if self.shuffle else torch.arange(n)
-            self._pos = 0
-        idx = self._perm[self._pos : self._pos + m]
-        self._pos += m
-        return self._local(idx)
-
-    def state_dict(self) -> dict:
-        return {"perm": self._perm, "pos": self._pos}
-
-    def initial_state(self) -> dict:
-        """The state before the first batch (each chain of a run starts from it)."""
-        return {"perm": None, "pos": 0}
-
-    def load_state_dict(self, state: dict) -> None:
-        self._perm, self._pos = state["perm"], state["pos"]
+        return self._local(self.indices.next(gen))
 
     def check(self, posterior: Any) -> None:
         num_data = getattr(posterior, "num_data", None)
