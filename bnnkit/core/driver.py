@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -172,31 +173,23 @@ def sample(
         config["chain_method"] = chain_method
     store = RunStore(output, config) if output is not None else None
 
+    settings = _Settings(
+        vectorized=chain_method == "vectorized",
+        init=init,
+        seed=seed,
+        num_warmup=num_warmup,
+        num_samples=num_samples,
+        thin=thin,
+        progress=progress,
+        chunk_size=chunk_size,
+        num_chains=num_chains,
+        sampling_fraction=float(getattr(algorithm, "sampling_fraction", 1.0)),
+    )
     results: dict[int, tuple[Tensor, dict[str, Tensor]]] = {}
     for unit in units:
         if store is not None and all(store.is_done(c) for c in unit):
             continue
-        results.update(
-            _run_unit(
-                kernel,
-                target,
-                posterior,
-                batches,
-                fresh_batches,
-                unit,
-                chain_method == "vectorized",
-                init,
-                seed,
-                num_warmup,
-                num_samples,
-                thin,
-                progress,
-                store,
-                chunk_size,
-                num_chains,
-                float(getattr(algorithm, "sampling_fraction", 1.0)),
-            )
-        )
+        results.update(_run_unit(kernel, target, posterior, batches, fresh_batches, unit, settings, store))
 
     if chains is not None:
         config = {**config, "chains": list(chain_ids)}
@@ -262,28 +255,30 @@ def _initial_position(
     raise BnnkitError(f"unsupported init {init!r}.")
 
 
+@dataclass(frozen=True)
+class _Settings:
+    """The run-wide settings every chain (or vectorised group of chains) is run with."""
+
+    vectorized: bool
+    init: InitSpec
+    seed: int
+    num_warmup: int
+    num_samples: int
+    thin: int
+    progress: bool
+    chunk_size: int
+    num_chains: int
+    sampling_fraction: float
+
+
 def _run_unit(
-    kernel,
-    target,
-    posterior,
-    batches,
-    fresh_batches,
-    unit: list[int],
-    vectorized: bool,
-    init,
-    seed,
-    num_warmup,
-    num_samples,
-    thin,
-    progress,
-    store,
-    chunk_size,
-    num_chains,
-    sampling_fraction,
+    kernel, target, posterior, batches, fresh_batches, unit: list[int], cfg: _Settings, store
 ) -> dict[int, tuple[Tensor, dict[str, Tensor]]]:
-    """Run one chain, or (``vectorized``) the chains of ``unit`` as one stacked state."""
+    """Run one chain, or (``cfg.vectorized``) the chains of ``unit`` as one stacked state."""
+    vectorized, seed, init = cfg.vectorized, cfg.seed, cfg.init
+    num_warmup, num_samples, thin, chunk_size = cfg.num_warmup, cfg.num_samples, cfg.thin, cfg.chunk_size
     # Cyclical SG-MCMC keeps draws only in its sampling stages: estimate the steps needed.
-    total = num_warmup + math.ceil(num_samples * thin / sampling_fraction)
+    total = num_warmup + math.ceil(num_samples * thin / cfg.sampling_fraction)
     home = unit[0]  # the checkpoint of a vectorised group lives with its first chain
     # A vectorised group draws its noise from one generator of its own; its initial positions
     # still come from each chain's generator, so they equal the sequential run's.
@@ -314,7 +309,7 @@ def _run_unit(
     keep_info: list[Any] = []
     kept_in_memory: list[tuple[Tensor, dict[str, Tensor]]] = []
     label = f"chains {unit[0] + 1}-{unit[-1] + 1}" if vectorized and len(unit) > 1 else f"chain {home + 1}"
-    bar = _progress_bar(total, label, num_chains, start) if progress else None
+    bar = _progress_bar(total, label, cfg.num_chains, start) if cfg.progress else None
     acc_sum, acc_n, last_refresh = 0.0, 0, 0.0
 
     def checkpoint(next_iteration: int) -> None:
