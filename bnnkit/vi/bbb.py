@@ -171,6 +171,10 @@ class BayesByBackprop:
             ll = lik.log_prob(out, y, {})
             return (ll if self.num_mc == 1 else ll / self.num_mc), kl
         sigma = q.sigma
+        if self.num_mc > 1 and not plan.layers:  # plain reparameterisation: S draws in one forward
+            out = plan.batched(q.mu, sigma, xb, gen, self.num_mc)
+            ll = torch.func.vmap(lambda o: lik.log_prob(o, yb, {}))(out).sum()
+            return ll / self.num_mc, self.kl_term(plan, q, sigma, gen)
         ll = lik.log_prob(plan(q.mu, sigma, xb, gen), yb, {})
         for _ in range(self.num_mc - 1):
             ll = ll + lik.log_prob(plan(q.mu, sigma, xb, gen), yb, {})

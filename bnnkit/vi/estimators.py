@@ -112,10 +112,29 @@ class ForwardPlan:
                 self.layers.append((layer, wn, bn if sampled_bias else None, posterior.fixed.get(bn)))
         self.reparam_names = [n for n in posterior.net_names if n not in covered]
         self.mlp = LocalMLP.build(posterior) if estimator == "local" else None
+        self._vmappable: bool | None = None  # learnt on the first batched call
 
     def fast(self, inputs: Tensor) -> bool:
         """Whether a call on ``inputs`` takes the one-node MLP route."""
         return self.mlp is not None and inputs.ndim == 2 and not inputs.requires_grad
+
+    def batched(self, mu: Tensor, sigma: Tensor, inputs: Tensor, gen: torch.Generator, num: int) -> Tensor:
+        """Outputs ``[num, ...]`` of ``num`` reparameterised draws from ``q`` in one batched forward
+        (``torch.func.vmap`` over the draws).  Plain reparameterisation only (no local/flipout
+        layers); a module that ``vmap`` cannot trace falls back to one forward per draw."""
+        post = self.posterior
+        eps = torch.randn((num, *mu.shape), generator=gen, dtype=mu.dtype, device=mu.device)
+        w = mu + sigma * eps
+        if self._vmappable is not False:
+            try:
+                out = torch.func.vmap(lambda wi: post.forward(post.split(wi)[0], inputs))(w)
+                self._vmappable = True
+                return out
+            except (RuntimeError, ValueError):
+                if self._vmappable:
+                    raise
+                self._vmappable = False
+        return torch.stack([post.forward(post.split(wi)[0], inputs) for wi in w])
 
     def __call__(self, mu: Tensor, sigma: Tensor, inputs: Tensor, gen: torch.Generator) -> Tensor:
         """Network output for one draw from ``q`` (per-example draws for local / flipout layers)."""

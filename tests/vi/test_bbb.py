@@ -275,3 +275,17 @@ def test_flat_adam_matches_torch_fused_adam():
         for s in sched:
             s.step()
     assert all(torch.equal(ta, tb) for ta, tb in zip(a, b))
+
+
+def test_reparameterised_draws_run_as_one_batched_forward():
+    """num_mc draws of plain reparameterisation: one vmap forward equals one forward per draw."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    post = bnnkit.Posterior(net, bnnkit.Gaussian(0.5), bnnkit.GaussianPrior(1.0), num_data=20)
+    plan, q = ForwardPlan(post, "reparam"), MeanFieldGaussian(post, 0.1)
+    x = torch.randn(5, 3)
+    out = plan.batched(q.mu, q.sigma, x, torch.Generator().manual_seed(1), 4)
+    eps = torch.randn((4, q.mu.numel()), generator=torch.Generator().manual_seed(1))
+    w = (q.mu + q.sigma * eps).detach()
+    for s in range(4):
+        torch.testing.assert_close(out[s], post.forward(post.split(w[s])[0], x))
