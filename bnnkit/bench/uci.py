@@ -390,6 +390,9 @@ def run_uci(
                 cells.append(cell)
                 with partial.open("a") as fh:
                     fh.write(json.dumps(cell) + "\n")
+                if not (math.isfinite(cell["rmse_std"]) and math.isfinite(cell["nll_std"])):
+                    log(f"{name} split {split} {method:9s} diverged: non-finite predictions ({seconds:.0f} s)")
+                    continue
                 log(
                     f"{name} split {split} {method:9s} RMSE {cell['rmse_std']:.3f} NLL {cell['nll_std']:.3f} "
                     f"(standardised) | RMSE {cell['rmse']:.3f} NLL {cell['nll']:.3f} (original) {seconds:.0f} s"
@@ -439,10 +442,18 @@ def _report(cells, datasets, methods, splits, quick, seed, cfg, requested=None) 
     for ds in datasets:
         name = resolve_uci_name(ds)
         for m in methods:
-            sel = [c for c in cells if c["dataset"] == name and c["method"] == m]
+            every = [c for c in cells if c["dataset"] == name and c["method"] == m]
+            # A chain that diverged gives non-finite predictions: count it, average the others.
+            sel = [c for c in every if math.isfinite(c["rmse_std"]) and math.isfinite(c["nll_std"])]
+            diverged = len(every) - len(sel)
+            if not sel:
+                summary.setdefault(name, {})[m] = {"diverged": diverged}
+                lines.append(f"| {name} | {m} | diverged in all {diverged} split(s) | - | - | - | - | - | - |")
+                continue
             stats = {
                 k: _mean_se([c[k] for c in sel]) for k in ("rmse_std", "nll_std", "rmse", "nll", "seconds")
             }
+            stats["diverged"] = diverged
             summary.setdefault(name, {})[m] = stats
             p_r = PAPER["rmse"].get(name, {}).get(m)
             p_n = PAPER["nll"].get(name, {}).get(m)
@@ -451,6 +462,8 @@ def _report(cells, datasets, methods, splits, quick, seed, cfg, requested=None) 
                 return f"{t[0]:.3f} +- {t[1]:.3f}" if t[1] == t[1] else f"{t[0]:.3f}"
 
             label = f"{aliased[m]} (NUTS)" if m in aliased else m
+            if diverged:
+                label += f" ({diverged} of {len(every)} splits diverged, not averaged)"
             lines.append(
                 f"| {name} | {label} | {f(stats['rmse_std'])} | {f'{p_r[0]:.2f} +- {p_r[1]:.2f}' if p_r else '-'} | "
                 f"{f(stats['nll_std'])} | {f'{p_n[0]:.2f} +- {p_n[1]:.2f}' if p_n else '-'} | "

@@ -53,3 +53,21 @@ def test_uci_second_run_gives_the_same_numbers(tmp_path):
 def test_unknown_method_is_refused(tmp_path):
     with pytest.raises(BnnkitError, match="unknown method.*ensemble, hmc"):
         run_uci(["boston"], ["sgd"], out=tmp_path)
+
+
+def test_diverged_splits_are_reported_not_averaged():
+    from bnnkit.bench.uci import DEFAULTS, _report
+
+    def cell(split, method, r):
+        return dict(
+            dataset="energy", split=split, method=method, rmse_std=r, nll_std=r, rmse=r, nll=r, seconds=1.0
+        )
+
+    nan = float("nan")
+    cells = [cell(0, "sgld", 0.3), cell(1, "sgld", nan), cell(0, "fsgld", nan), cell(1, "fsgld", nan)]
+    rep = _report(cells, ["energy"], ["sgld", "fsgld"], 2, False, 0, DEFAULTS)
+    md = rep["markdown"]
+    assert "| energy | sgld (1 of 2 splits diverged, not averaged) | 0.300 |" in md
+    assert "| energy | fsgld | diverged in all 2 split(s) |" in md
+    assert rep["summary"]["energy"]["fsgld"] == {"diverged": 2}
+    assert rep["summary"]["energy"]["sgld"]["diverged"] == 1
