@@ -59,6 +59,11 @@ def build_parser() -> argparse.ArgumentParser:
     uci.add_argument("--seed", type=int, default=0)
     uci.add_argument("--threads", type=int, default=1)
     uci.add_argument("--no-progress", action="store_true")
+    uci.add_argument(
+        "--tune",
+        action="store_true",
+        help="choose each SG-MCMC step size per split by held-out NLL (80/20 of the training rows)",
+    )
     img = bench_sub.add_parser("image", help="image classification + OOD detection (small CNN on CPU)")
     img.add_argument("--dataset", default="mnist", choices=["mnist", "fmnist"])
     img.add_argument(
@@ -143,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
             quick=args.quick,
             seed=args.seed,
             progress=not args.no_progress,
+            tune=args.tune,
         )
         print(report["markdown"])
         print(f"wrote {args.out}/uci.md, uci.csv and uci.json")

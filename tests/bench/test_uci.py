@@ -2,6 +2,7 @@
 
 import csv
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -71,3 +72,16 @@ def test_diverged_splits_are_reported_not_averaged():
     assert "| energy | fsgld | diverged in all 2 split(s) |" in md
     assert rep["summary"]["energy"]["fsgld"] == {"diverged": 2}
     assert rep["summary"]["energy"]["sgld"]["diverged"] == 1
+
+
+def test_tune_chooses_step_sizes_from_the_grid_and_reports_them(tmp_path):
+    if not (DATA / "uci").exists():
+        pytest.skip("needs ../shared/data/uci")
+    from bnnkit.bench.uci import DEFAULTS, QUICK_TUNE
+
+    rep = run_uci(["yacht"], ["sgld", "fsghmc"], splits=1, root=str(DATA), quick=True, progress=False,
+                  out=tmp_path, log=lambda s: None, tune=True)  # fmt: skip
+    for c in rep["cells"]:
+        grid = [DEFAULTS["step_size"][c["method"]] * f for f in QUICK_TUNE["factors"]]
+        assert any(math.isclose(c["step_size"], g) for g in grid), (c["method"], c["step_size"], grid)
+    assert "--tune" in rep["command"] and "chosen per split" in rep["markdown"]
