@@ -44,8 +44,9 @@ def run_demo(
     num_warmup: int = 300,
     num_steps: int = 30,
     seed: int = 0,
-    threads: int = 2,
+    threads: int = 1,
     progress: bool = True,
+    chain_method: str = "vectorized",
 ) -> dict:
     torch.set_num_threads(threads)
     t0 = time.perf_counter()
@@ -63,6 +64,7 @@ def run_demo(
         num_chains=num_chains,
         seed=seed,
         progress=progress,
+        chain_method=chain_method,  # the chains as one batched computation (docs/scaling.md)
     )
     t_sample = time.perf_counter() - t0
 

@@ -25,7 +25,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--leapfrog", type=int, default=30, help="leapfrog steps per HMC transition")
     demo.add_argument("--seed", type=int, default=0)
-    demo.add_argument("--threads", type=int, default=2, help="torch threads (default: %(default)s)")
+    demo.add_argument("--threads", type=int, default=1, help="torch threads (default: %(default)s)")
+    demo.add_argument(
+        "--chain-method",
+        default="vectorized",
+        choices=["vectorized", "sequential"],
+        help="run the chains as one batched computation or one after another (default: %(default)s)",
+    )
     demo.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     exp = sub.add_parser("experiment", help="run one of the paper's experiments (writes PNG + JSON)")
     exp_sub = exp.add_subparsers(dest="experiment", required=True)
@@ -111,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
             seed=args.seed,
             threads=args.threads,
             progress=not args.no_progress,
+            chain_method=args.chain_method,
         )
         return 0
     if args.command == "experiment" and args.experiment == "extrapolation":
