@@ -292,7 +292,7 @@ def _tuned_step_size(method: str, x: torch.Tensor, y: torch.Tensor, cfg: dict, g
         seed=seed,
         progress=False,
     )
-    return float(result.best["step_size"])
+    return float(f"{result.best['step_size']:.6g}")  # 3e-05, not 2.9999999999999997e-05
 
 
 def _run_method(method: str, data: Any, cfg: dict, noise: float, gp: Any, seed: int, progress: bool):
