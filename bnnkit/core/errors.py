@@ -24,6 +24,14 @@ def check_int_at_least(name: str, value: int, minimum: int) -> None:
         raise BnnkitError(f"{name} must be an integer >= {minimum}, got {value!r}.")
 
 
+def resolve_batch_size(batch_size: int | None, n: int) -> int:
+    """``batch_size`` (``None``: all ``n`` rows), refused when it exceeds the data."""
+    bs = n if batch_size is None else batch_size
+    if bs > n:
+        raise BnnkitError(f"batch_size {bs} exceeds the {n} rows of data; use batch_size <= {n}.")
+    return bs
+
+
 def check_finite_rows(name: str, tensor: Tensor) -> None:
     """Raise if ``tensor`` has NaN/inf entries, naming how many rows and the first few."""
     if not torch.is_floating_point(tensor):

@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..core.errors import BnnkitError, check_int_at_least, check_positive
+from ..core.errors import BnnkitError, check_int_at_least, check_positive, resolve_batch_size
 from ..core.posterior import Posterior
 from ..core.random import make_generator
 from ..core.samples import Samples
@@ -255,9 +255,7 @@ class BayesByBackprop:
             posterior.check_data(validation)
         inputs, targets = data
         n = inputs.shape[0]
-        bs = n if self.batch_size is None else self.batch_size
-        if bs > n:
-            raise BnnkitError(f"batch_size {bs} exceeds the {n} rows of data; use batch_size <= {n}.")
+        bs = resolve_batch_size(self.batch_size, n)
         gen = make_generator(seed, 0)
         q = MeanFieldGaussian(posterior, self.init_sigma)
         plan = self.plan(posterior)

@@ -39,7 +39,13 @@ from dataclasses import asdict, dataclass, field
 import torch
 from torch import Tensor, nn
 
-from ..core.errors import BnnkitError, check_finite_rows, check_int_at_least, check_positive
+from ..core.errors import (
+    BnnkitError,
+    check_finite_rows,
+    check_int_at_least,
+    check_positive,
+    resolve_batch_size,
+)
 from ..core.posterior import Posterior
 from ..core.random import make_generator
 from ..likelihoods import Bernoulli, Categorical, Gaussian, Likelihood
@@ -131,9 +137,7 @@ class MCDropout:
         module, lik, trained, scales = self._resolve(model, likelihood, data)
         inputs, targets = data
         n = int(inputs.shape[0])
-        bs = n if self.batch_size is None else self.batch_size
-        if bs > n:
-            raise BnnkitError(f"batch_size {bs} exceeds the {n} rows of data; use batch_size <= {n}.")
+        bs = resolve_batch_size(self.batch_size, n)
         net = copy.deepcopy(module)
         layers = _dropout_layers(net)
         for layer in layers:

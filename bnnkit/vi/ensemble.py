@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import Tensor
 
-from ..core.errors import BnnkitError, check_int_at_least, check_positive
+from ..core.errors import BnnkitError, check_int_at_least, check_positive, resolve_batch_size
 from ..core.posterior import Posterior
 from ..core.random import make_generator
 from ..core.samples import Samples
@@ -112,9 +112,7 @@ class DeepEnsemble:
             _check_anchorable(posterior)
         inputs, targets = data
         n = int(inputs.shape[0])
-        bs = n if self.batch_size is None else self.batch_size
-        if bs > n:
-            raise BnnkitError(f"batch_size {bs} exceeds the {n} rows of data; use batch_size <= {n}.")
+        bs = resolve_batch_size(self.batch_size, n)
         k_members = self.num_members
         gens = [make_generator(seed, k) for k in range(k_members)]
         anchors = noisy = inv_var = None

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import Tensor
 
-from ..core.errors import BnnkitError, check_int_at_least, check_positive
+from ..core.errors import BnnkitError, check_int_at_least, check_positive, resolve_batch_size
 from ..core.random import make_generator
 from .bbb import VIResult, _bar
 from .meanfield import MeanFieldGaussian
@@ -90,9 +90,7 @@ class FBNN:
         posterior.check_data(data)
         inputs, targets = data
         n = inputs.shape[0]
-        bs = n if self.batch_size is None else self.batch_size
-        if bs > n:
-            raise BnnkitError(f"batch_size {bs} exceeds the {n} rows of data; use batch_size <= {n}.")
+        bs = resolve_batch_size(self.batch_size, n)
         gen = make_generator(seed, 0)
         q = MeanFieldGaussian(posterior, self.init_sigma)
         opt = torch.optim.Adam(q.parameters(), lr=self.lr)

@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..core.errors import BnnkitError, check_int_at_least, check_positive
+from ..core.errors import BnnkitError, check_int_at_least, check_positive, resolve_batch_size
 from ..core.random import make_generator
 from ..likelihoods import Likelihood
 from ..predict.predictive import ClassificationPredictive, RegressionPredictive
@@ -316,10 +316,8 @@ def fit_bayesian_layers(
     n = int(inputs.shape[0])
     if targets.shape[0] != n:
         raise BnnkitError(f"inputs have {n} rows but targets have {targets.shape[0]}; they must match.")
-    bs = n if batch_size is None else batch_size
+    bs = resolve_batch_size(batch_size, n)
     check_int_at_least("batch_size", bs, 1)
-    if bs > n:
-        raise BnnkitError(f"batch_size {bs} exceeds the {n} rows of data; use batch_size <= {n}.")
     if not (math.isfinite(kl_weight) and kl_weight >= 0):
         raise BnnkitError(f"kl_weight must be a finite number >= 0, got {kl_weight!r}.")
     if likelihood.extra_params():
