@@ -1,7 +1,9 @@
 """Image classification with OOD detection (functional SG-MCMC paper 5.3; design note 9.3).
 
-CPU default (bnnkit's, not the paper's ResNet-18): a small CNN (conv 5x5x16, pool, conv 5x5x32,
-pool, linear 512 -> 10).  Methods:
+Networks (``model=``): ``"cnn"``, the CPU default (bnnkit's, not the paper's): a small CNN (conv
+5x5x16, pool, conv 5x5x32, pool, linear 512 -> 10); ``"resnet18"``, the paper's network for GPU
+runs (:func:`~bnnkit.bench.models.resnet18`: the CIFAR-style ResNet-18 with GroupNorm in place of
+BatchNorm; ``width=`` scales its channels, 64 being the standard 11.2M-parameter network).  Methods:
 
 - ``sghmc`` / ``sgld``: N(0, 1) weight prior, minibatch 125 (the paper's batch size);
 - ``fsghmc`` / ``fsgld``: RBF GP prior on the 10 logits (one GP per logit, shared kernel fitted by
@@ -11,10 +13,11 @@ pool, linear 512 -> 10).  Methods:
 - ``fbnn``: functional VI (Sun et al. 2019) with the same fitted GP prior, measured on
   ``fbnn["measurement"]`` random training images per step (not the minibatch: each function draw
   is a network pass, so the measurement set is kept small), ``fbnn["function_samples"]`` draws,
-  ``fbnn["epochs"]`` epochs (it costs ``function_samples`` times as much per step);
+  ``fbnn["steps"]`` optimiser steps rounded to whole epochs (it costs ``function_samples`` times as
+  much per step);
 - ``mcdropout``: MC dropout (Gal & Ghahramani 2016): the CNN with ``nn.Dropout(p)`` after each
-  pooling layer (so also before the linear layer), weight decay ``(1 - p) / N`` from the N(0, 1)
-  prior;
+  pooling layer (so also before the linear layer; ResNet-18: before its linear layer only), weight
+  decay ``(1 - p) / N`` from the N(0, 1) prior;
 - ``ensemble``: deep ensemble (Lakshminarayanan et al. 2017) of ``ensemble["members"]`` MAP fits
   under the N(0, 1) prior from independent initialisations.  Not anchored: randomise-then-optimise
   needs a Gaussian likelihood with fixed noise, so for a classifier only the plain ensemble exists.
@@ -24,8 +27,15 @@ of epochs' worth of steps, then ``draws`` draws from q; MC dropout: that many ep
 dropout masks; ensemble: that many epochs per member, the members as draws).  Metrics on the test split: error (%),
 NLL, ECE (15 bins), and OOD AUROC with predictive entropy as the score (OOD = positive):
 MNIST -> Fashion-MNIST, or back.  Reliability diagrams as PNG; tables as markdown, CSV, JSON.
-The offline shared data holds the first 4443 Fashion-MNIST test images only: they serve as the
-OOD set for MNIST; training on Fashion-MNIST needs ``download=True``.
+
+Data sets (``dataset=``): ``"mnist"`` (60000 training, 10000 test images; OOD: Fashion-MNIST test
+images) and ``"fmnist"`` (the same for Fashion-MNIST; OOD: MNIST test images).  The offline shared
+data holds only the first 4443 Fashion-MNIST test images (they serve as the OOD set of MNIST), so
+``"fmnist"`` needs ``download=True``.  ``"fmnist-partial"`` is the offline stand-in for the
+reverse direction, with a protocol that differs from the paper's: it trains on the first
+``len - 1000`` Fashion-MNIST test images available (3443 offline, 9000 with the full file) and
+tests on the last 1000, with MNIST test images as the OOD set.  The training set is 17 times
+smaller than the real one, so its errors are not comparable with published Fashion-MNIST numbers.
 """
 
 from __future__ import annotations
@@ -46,9 +56,13 @@ from ..data.mnist import load_mnist
 from ..likelihoods import Categorical
 from ..predict import expected_calibration_error, ood_auroc, predictive_entropy
 from ..priors import GaussianPrior
+from .models import resnet18
 from .uci import DropoutDraws, canonical_methods, predictive
 
 METHODS = ("sghmc", "sgld", "fsghmc", "fsgld", "bbb", "fbnn", "mcdropout", "ensemble")
+MODELS = ("cnn", "resnet18")
+DATASETS = ("mnist", "fmnist", "fmnist-partial")
+PARTIAL_TEST_ROWS = 1000  # fmnist-partial: the last 1000 available images are its test set
 DEFAULTS = {
     "batch_size": 125,
     "burn_in": 2400,  # 5 epochs of MNIST at batch 125
@@ -59,10 +73,10 @@ DEFAULTS = {
     "step_size": {"sgld": 6e-5, "sghmc": 3e-4, "fsgld": 6e-5, "fsghmc": 3e-4},
     "friction": 10.0,
     "bbb_lr": 1e-3,
-    # Not tuned (no full CPU run yet).  Epochs as bbb's unless given; an FBNN step costs
-    # function_samples x (batch + measurement) network passes (~0.9 s on one core), so it gets 2
-    # epochs (~960 steps, ~15 min); an ensemble step costs one pass per member.
-    "fbnn": {"lr": 1e-3, "function_samples": 10, "measurement": 40, "epochs": 2},
+    # Not tuned.  Epochs as bbb's unless given; an FBNN step costs function_samples x (batch +
+    # measurement) network passes (~0.9 s on one core), so it gets 960 steps (2 epochs of MNIST,
+    # ~15 min); an ensemble step costs one pass per member.
+    "fbnn": {"lr": 1e-3, "function_samples": 10, "measurement": 40, "steps": 960},
     "mcdropout": {"p": 0.1, "lr": 1e-3},
     "ensemble": {"members": 5, "lr": 1e-3},
     "train_rows": None,
@@ -80,10 +94,21 @@ QUICK = {
     "ood_rows": 200,
     "gp_rows": 200,
     "gp_steps": 10,
-    "fbnn": {"lr": 1e-3, "function_samples": 4, "measurement": 10, "epochs": 1},
+    "fbnn": {"lr": 1e-3, "function_samples": 4, "measurement": 10, "steps": 5},
     "mcdropout": {"p": 0.1, "lr": 1e-3, "epochs": 5},
     "ensemble": {"members": 2, "lr": 1e-3, "epochs": 3},
 }
+
+
+def build_net(model: str, dropout: float | None = None, width: int | None = None) -> torch.nn.Module:
+    """The network of the image benchmark: ``"cnn"`` (:func:`small_cnn`) or ``"resnet18"``."""
+    if model == "cnn":
+        if width is not None:
+            raise BnnkitError("width= scales ResNet-18's channels; the small CNN has a fixed width.")
+        return small_cnn(dropout)
+    if model == "resnet18":
+        return resnet18(10, in_channels=1, width=64 if width is None else width, dropout=dropout)
+    raise BnnkitError(f"model must be one of {', '.join(MODELS)}, got {model!r}.")
 
 
 def small_cnn(dropout: float | None = None) -> torch.nn.Module:
@@ -118,11 +143,24 @@ class _AsImages(torch.nn.Module):
 
 
 def _load(dataset: str, root: str | None, download: bool, cfg: dict):
-    other = {"mnist": "fmnist", "fmnist": "mnist"}.get(dataset)
+    other = {"mnist": "fmnist", "fmnist": "mnist", "fmnist-partial": "mnist"}.get(dataset)
     if other is None:
-        raise BnnkitError(f"dataset must be 'mnist' or 'fmnist', got {dataset!r}.")
-    x_tr, y_tr = load_mnist(root, train=True, download=download, kind=dataset)
-    x_te, y_te = load_mnist(root, train=False, download=download, kind=dataset, allow_partial=True)
+        raise BnnkitError(f"dataset must be one of {', '.join(DATASETS)}, got {dataset!r}.")
+    if dataset == "fmnist-partial":
+        x_all, y_all = load_mnist(root, train=False, download=download, kind="fmnist", allow_partial=True)
+        cut_at = x_all.shape[0] - PARTIAL_TEST_ROWS
+        x_tr, y_tr, x_te, y_te = x_all[:cut_at], y_all[:cut_at], x_all[cut_at:], y_all[cut_at:]
+    else:
+        try:
+            x_tr, y_tr = load_mnist(root, train=True, download=download, kind=dataset)
+        except BnnkitError as err:
+            if dataset != "fmnist" or download:
+                raise
+            raise BnnkitError(
+                f"{err} Offline, --dataset fmnist-partial trains on the Fashion-MNIST test images that are "
+                "present (a smaller protocol, see bnnkit.bench.image)."
+            ) from err
+        x_te, y_te = load_mnist(root, train=False, download=download, kind=dataset, allow_partial=True)
     x_ood, _ = load_mnist(root, train=False, download=download, kind=other, allow_partial=True)
 
     def cut(t, k):
@@ -150,14 +188,14 @@ def _fit_gp(x: torch.Tensor, y: torch.Tensor, cfg: dict, seed: int):
     return gp, fitted
 
 
-def _draws(method, x, y, cfg, seed, progress, gp):
+def _draws(method, x, y, cfg, seed, progress, gp, model="cnn", width=None):
     from ..functional import FSGHMC, FSGLD, FunctionalPosterior, MeasurementPoints
     from ..sgmcmc import SGHMC, SGLD
     from ..vi import FBNN, BayesByBackprop, DeepEnsemble, MCDropout
 
     torch.manual_seed(seed)
     n = x.shape[0]
-    net = small_cnn()
+    net = build_net(model, width=width)
     stream = Minibatches(x, y, batch_size=min(cfg["batch_size"], n))
     # Chains start from PyTorch's initialisation: a draw from the N(0, 1) prior puts a ReLU CNN in a
     # saturated regime the chain does not leave within the budget (91% error after 450 steps).
@@ -199,7 +237,7 @@ def _draws(method, x, y, cfg, seed, progress, gp):
         post = FunctionalPosterior(module, Categorical(), gp, meas, flat)
         fit = FBNN(
             lr=c["lr"],
-            num_epochs=c.get("epochs", epochs),
+            num_epochs=max(1, round(c["steps"] * cfg["batch_size"] / n)),
             batch_size=cfg["batch_size"],
             num_function_samples=c["function_samples"],
             include_batch=False,
@@ -208,7 +246,9 @@ def _draws(method, x, y, cfg, seed, progress, gp):
     if method == "mcdropout":
         c = cfg["mcdropout"]
         # eval(): the Posterior is a fixed function of the weights; MCDropout draws its own masks
-        post = Posterior(small_cnn(c["p"]).eval(), Categorical(), GaussianPrior(1.0), num_data=n)
+        post = Posterior(
+            build_net(model, c["p"], width).eval(), Categorical(), GaussianPrior(1.0), num_data=n
+        )
         fit = MCDropout(
             p=c["p"], lr=c["lr"], num_epochs=c.get("epochs", epochs), batch_size=cfg["batch_size"]
         )
@@ -235,9 +275,16 @@ def run_image(
     seed: int = 0,
     progress: bool = True,
     log: Any = print,
+    model: str = "cnn",
+    width: int | None = None,
 ) -> dict[str, Any]:
-    """Run ``methods`` on ``dataset``; write ``image.md/csv/json`` and reliability diagrams."""
+    """Run ``methods`` on ``dataset``; write ``image.md/csv/json`` and reliability diagrams.
+
+    ``model`` is ``"cnn"`` (the CPU default) or ``"resnet18"`` (``width`` scales its channels;
+    default 64, the standard network).
+    """
     methods = tuple(canonical_methods(methods, METHODS))
+    build_net(model, width=width)  # a bad model or width fails before any data is read
     cfg = {**DEFAULTS, **(QUICK if quick else {})}
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -250,7 +297,7 @@ def run_image(
     rows, reliab = [], {}
     for m in methods:
         t0 = time.perf_counter()
-        post, s = _draws(m, x, y, cfg, seed, progress, gp)
+        post, s = _draws(m, x, y, cfg, seed, progress, gp, model, width)
         seconds = time.perf_counter() - t0
         pin, pout = predictive(post, s, x_te), predictive(post, s, x_ood)
         ece, rel = expected_calibration_error(pin.probs, y_te)
@@ -268,14 +315,22 @@ def run_image(
             f"{dataset} {m:9s} error {row['test_error_pct']:.2f}% NLL {row['nll']:.3f} ECE {ece:.3f} "
             f"AUROC({dataset}->{ood_name}) {row['ood_auroc']:.3f} {seconds:.0f} s"
         )
-    cmd = f"bnnkit bench image --dataset {dataset} --methods {','.join(methods)}" + (
-        " --quick" if quick else ""
+    cmd = (
+        f"bnnkit bench image --dataset {dataset} --methods {','.join(methods)}"
+        + ("" if model == "cnn" else f" --model {model}")
+        + ("" if width is None else f" --width {width}")
+        + (" --quick" if quick else "")
+    )
+    net_name = (
+        "Small CNN, not the paper's ResNet-18"
+        if model == "cnn"
+        else ("ResNet-18 (GroupNorm)" + ("" if width in (None, 64) else f", width {width}"))
     )
     md = [
         f"# Image classification and OOD ({'quick mode: a smoke test, not results' if quick else 'CPU protocol'})",
         "",
-        f"Command: `{cmd}` (seed {seed}). Small CNN, not the paper's ResNet-18; OOD set: {ood_name} test images "
-        f"({x_ood.shape[0]}).",
+        f"Command: `{cmd}` (seed {seed}). {net_name}; {x.shape[0]} training and {x_te.shape[0]} test "
+        f"images; OOD set: {ood_name} test images ({x_ood.shape[0]}).",
         "",
         f"| method | test error (%) | NLL | ECE | OOD AUROC ({dataset} -> {ood_name}) | seconds |",
         "|---|---|---|---|---|---|",
@@ -288,6 +343,8 @@ def run_image(
     report = {
         "benchmark": "image_ood",
         "dataset": dataset,
+        "model": model,
+        "width": width,
         "ood": ood_name,
         "command": cmd,
         "seed": seed,

@@ -71,7 +71,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="choose each SG-MCMC step size per split by held-out NLL (80/20 of the training rows)",
     )
     img = bench_sub.add_parser("image", help="image classification + OOD detection (small CNN on CPU)")
-    img.add_argument("--dataset", default="mnist", choices=["mnist", "fmnist"])
+    img.add_argument(
+        "--dataset",
+        default="mnist",
+        choices=["mnist", "fmnist", "fmnist-partial"],
+        help="fmnist needs --download; fmnist-partial trains offline on 3443 of the shared Fashion-MNIST test images",
+    )
+    img.add_argument(
+        "--model", default="cnn", choices=["cnn", "resnet18"], help="small CNN (CPU) or ResNet-18 (GPU runs)"
+    )
+    img.add_argument(
+        "--width", type=int, default=None, help="ResNet-18 channels of the first stage (default 64)"
+    )
     img.add_argument(
         "--methods",
         default="sghmc,sgld,fsghmc,fsgld,bbb",
@@ -175,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
             quick=args.quick,
             seed=args.seed,
             progress=not args.no_progress,
+            model=args.model,
+            width=args.width,
         )
         print((Path(args.out) / "image.md").read_text())
         return 0

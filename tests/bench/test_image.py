@@ -4,8 +4,10 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from bnnkit.bench.image import METHODS, run_image
+from bnnkit.bench.models import resnet18
 from bnnkit.core.errors import BnnkitError
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
@@ -31,3 +33,54 @@ def test_image_bad_input(tmp_path):
         run_image("mnist", ("hmc",), out=tmp_path)
     with pytest.raises(BnnkitError, match="dataset"):
         run_image("cifar", ("bbb",), out=tmp_path)
+    with pytest.raises(BnnkitError, match="model must be one of cnn, resnet18"):
+        run_image("mnist", ("bbb",), out=tmp_path, model="vgg")
+    with pytest.raises(BnnkitError, match="width= scales ResNet-18"):
+        run_image("mnist", ("bbb",), out=tmp_path, width=8)
+
+
+def test_resnet18_layout():
+    # torchvision's ResNet-18 with 10 classes has 11,181,642 parameters; ours swaps its 7x7x3 stem
+    # (9408 weights) for a 3x3x1 one (576) and BatchNorm for GroupNorm (same affine parameters)
+    net = resnet18(10, in_channels=1)
+    assert sum(p.numel() for p in net.parameters()) == 11_181_642 - 9408 + 576
+    assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in net.modules())
+    small = resnet18(10, width=4, dropout=0.2)
+    x = torch.randn(3, 1, 28, 28)
+    assert small(x).shape == (3, 10)
+    assert isinstance(small[-2], torch.nn.Dropout)
+    # GroupNorm: an example's output does not depend on the rest of the batch
+    small.eval()
+    torch.testing.assert_close(small(x)[:1], small(x[:1]))
+
+
+@pytest.mark.skipif(not (DATA / "fashion-mnist").exists(), reason="needs ../shared/data")
+def test_image_quick_resnet18_and_fmnist_partial(tmp_path):
+    report = run_image(
+        "fmnist-partial",
+        ("mcdropout",),
+        out=tmp_path / "f",
+        root=str(DATA),
+        quick=True,
+        progress=False,
+        log=lambda s: None,
+    )
+    assert report["ood"] == "mnist" and report["sizes"] == {"train": 600, "test": 300, "ood": 200}
+    assert "--dataset fmnist-partial" in report["command"]
+    with pytest.raises(BnnkitError, match="fmnist-partial trains on"):  # no FMNIST training images offline
+        run_image("fmnist", ("bbb",), out=tmp_path / "g", root=str(DATA), quick=True)
+    report = run_image(
+        "mnist",
+        ("sgld", "mcdropout"),
+        out=tmp_path / "r",
+        root=str(DATA),
+        quick=True,
+        progress=False,
+        log=lambda s: None,
+        model="resnet18",
+        width=4,
+    )
+    assert report["model"] == "resnet18" and "--model resnet18 --width 4" in report["command"]
+    assert "ResNet-18 (GroupNorm), width 4" in (tmp_path / "r" / "image.md").read_text()
+    for r in report["rows"]:
+        assert 0.0 <= r["ood_auroc"] <= 1.0 and r["nll"] > 0
