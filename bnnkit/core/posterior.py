@@ -203,7 +203,21 @@ class Posterior:
             log_likelihood_bound=bound,
             conjugate_updates=conj,
             num_data=self.num_data,
+            stacked_grad=self._stacked_grad(),
         )
+
+    def _stacked_grad(self) -> Callable[[Tensor, Batch, bool], tuple[Tensor, Tensor] | None] | None:
+        """The hand-batched K-chain gradient of an MLP posterior (None for other models)."""
+        from .stacked_mlp import StackedMLP
+
+        mlp = StackedMLP.build(self)
+        if mlp is None:
+            return None
+
+        def stacked(x: Tensor, batch: Batch, chain_batched: bool) -> tuple[Tensor, Tensor] | None:
+            return mlp.value_and_grad(x, batch, chain_batched) if mlp.applies_to(batch) else None
+
+        return stacked
 
     def sample_prior(self, gen: torch.Generator) -> Tensor:
         """A draw of the network weights from the prior (extras at their initial values)."""

@@ -34,6 +34,9 @@ class Target:
     - ``stochastic_grad(x, batch, generator)``: a gradient estimate that draws random numbers
       (functional priors at random measurement points), used by the SG-MCMC samplers.
     - ``num_data``: the training-set size N (for preconditioners on the per-datum scale).
+    - ``stacked_grad(x, batch, chain_batched)``: value and gradient over stacked positions
+      ``[K, D]`` computed without ``vmap`` (an MLP posterior's hand-batched pass), or None where
+      it does not apply to ``batch``; used by :meth:`vectorized`.
     """
 
     view: FlatView
@@ -49,6 +52,7 @@ class Target:
     vectorized_stochastic_grad: (
         Callable[[Tensor, Batch, torch.Generator, bool], tuple[Tensor, Tensor]] | None
     ) = None
+    stacked_grad: Callable[[Tensor, Batch, bool], tuple[Tensor, Tensor] | None] | None = None
 
     def estimate_grad(self, x: Tensor, batch: Batch, gen: torch.Generator) -> tuple[Tensor, Tensor]:
         """Log density and gradient as a stochastic-gradient sampler sees them.
@@ -95,7 +99,9 @@ class Target:
         pass of the network for all chains) and differentiated by one reverse pass of the sum
         over chains, which gives every chain its own gradient because the chains do not
         interact.  With ``chain_batched`` each chain has its own minibatch (the batch tensors
-        carry a leading chain dimension ``[K, M, ...]``); else all chains share the batch.
+        carry a leading chain dimension ``[K, M, ...]``); else all chains share the batch.  Where
+        the target has a ``stacked_grad`` (an MLP posterior), eager steps use it instead: the
+        same values and gradients without ``vmap``'s per-operation dispatch.
         A stochastic gradient (functional prior) is vectorised by the target's own
         ``vectorized_stochastic_grad`` hook.  With ``compile`` the mapped gradient
         ``vmap(grad_and_value(log_prob))`` is compiled by ``torch.compile`` instead.
@@ -114,8 +120,13 @@ class Target:
                 return lp, g
 
         else:
+            stacked = self.stacked_grad
 
             def grad_fn(x: Tensor, batch: Batch) -> tuple[Tensor, Tensor]:
+                if stacked is not None:
+                    out = stacked(x, batch, chain_batched)
+                    if out is not None:
+                        return out
                 with torch.enable_grad():
                     xg = x.detach().requires_grad_(True)
                     lp = mapped(xg, batch)
@@ -137,6 +148,7 @@ class Target:
             grad_fn=grad_fn,
             stochastic_grad=stochastic,
             vectorized_stochastic_grad=None,
+            stacked_grad=None,
             conjugate_updates={},
             log_likelihood=None,
             log_likelihood_bound=None,

@@ -246,6 +246,7 @@ class FunctionalPosterior(Posterior):
             grad_fn=self.value_and_grad_flat,
             stochastic_grad=self.stochastic_grad,
             vectorized_stochastic_grad=self.vectorized_stochastic_grad,
+            stacked_grad=None,  # the weight-space MLP route knows nothing of the functional prior
             log_likelihood_bound=None,
         )
 

@@ -24,6 +24,13 @@ class Likelihood:
     def log_prob(self, output: Tensor, target: Tensor, extra: dict[str, Tensor]) -> Tensor:
         raise NotImplementedError
 
+    #: whether :meth:`log_prob_rows` is implemented (it lets K chains share one likelihood call)
+    per_row: bool = False
+
+    def log_prob_rows(self, output: Tensor, target: Tensor, extra: dict[str, Tensor]) -> Tensor:
+        """The log-likelihood of each row, ``[N]``; :meth:`log_prob` is its sum."""
+        raise NotImplementedError(f"the {self.kind} likelihood has no per-row log probability.")
+
     def extra_log_prior(self, extra: dict[str, Tensor]) -> Tensor | float:
         """Log prior (incl. change-of-variables Jacobian) of the extra parameters."""
         return 0.0

@@ -20,6 +20,13 @@ class Bernoulli(Likelihood):
         logits = _match(output, target)
         return -F.binary_cross_entropy_with_logits(logits, target.to(logits.dtype), reduction="sum")
 
+    per_row = True
+
+    def log_prob_rows(self, output: Tensor, target: Tensor, extra: dict[str, Tensor]) -> Tensor:
+        logits = _match(output, target)
+        ll = -F.binary_cross_entropy_with_logits(logits, target.to(logits.dtype), reduction="none")
+        return ll.flatten(1).sum(1) if ll.ndim > 1 else ll
+
     def log_prob_upper_bound(self, target: Tensor) -> Tensor | None:
         return torch.tensor(0.0)
 

@@ -18,6 +18,11 @@ class Categorical(Likelihood):
     def log_prob(self, output: Tensor, target: Tensor, extra: dict[str, Tensor]) -> Tensor:
         return -F.cross_entropy(output, target, reduction="sum")
 
+    per_row = True
+
+    def log_prob_rows(self, output: Tensor, target: Tensor, extra: dict[str, Tensor]) -> Tensor:
+        return -F.cross_entropy(output, target, reduction="none")
+
     def log_prob_upper_bound(self, target: Tensor) -> Tensor | None:
         return torch.tensor(0.0)
 

@@ -60,6 +60,19 @@ class Gaussian(Likelihood):
         tau = 1.0 / self.noise**2
         return 0.5 * n * (math.log(tau) - LOG_2PI) - 0.5 * tau * (r * r).sum()
 
+    @property
+    def per_row(self) -> bool:  # type: ignore[override]
+        return not self.learn_noise
+
+    def log_prob_rows(self, output: Tensor, target: Tensor, extra: dict[str, Tensor]) -> Tensor:
+        if self.learn_noise:
+            raise NotImplementedError("per-row log probabilities need a fixed noise.")
+        r = target - _match(output, target)
+        sq = (r * r).flatten(1).sum(1) if r.ndim > 1 else r * r
+        per = r[0].numel() if r.ndim > 1 else 1  # outputs per row
+        tau = 1.0 / self.noise**2
+        return sq.mul(-0.5 * tau).add(0.5 * per * (math.log(tau) - LOG_2PI))
+
     def extra_log_prior(self, extra: dict[str, Tensor]) -> Tensor | float:
         if not self.learn_noise:
             return 0.0

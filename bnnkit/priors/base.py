@@ -43,6 +43,7 @@ class BoundPrior:
         extra_log_prior: Callable[[dict[str, Tensor]], Tensor | float] | None = None,
         conjugate: Mapping[str, Callable[[Tensor, torch.Generator], Tensor]] | None = None,
         value_and_grad: Callable[[Tensor], tuple[Tensor, Tensor]] | None = None,
+        stacked: bool = False,
     ):
         self.log_prob = log_prob
         self.sample = sample
@@ -51,6 +52,8 @@ class BoundPrior:
         self.conjugate = dict(conjugate or {})
         # optional closed-form (log p(w), grad log p(w)): keeps the prior out of autograd
         self.value_and_grad = value_and_grad
+        # value_and_grad also takes stacked positions [K, D] (one value per row)
+        self.stacked = stacked
 
 
 class Prior:

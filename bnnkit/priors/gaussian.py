@@ -61,6 +61,9 @@ class GaussianPrior(Prior):
             iso = float(inv_var[0]) if bool((inv_var == inv_var[0]).all()) else None
 
             def value_and_grad(w: Tensor) -> tuple[Tensor, Tensor]:
+                if w.ndim > 1:  # stacked chains [K, D]
+                    g = w.mul(-iso) if iso is not None else w * -inv_var
+                    return (g * w).sum(-1).mul(0.5).add(const), g
                 if iso is not None:  # one scale for all weights: fewer ops per step
                     return torch.dot(w, w).mul(-0.5 * iso).add(const), w.mul(-iso)
                 g = -w * inv_var
@@ -69,7 +72,7 @@ class GaussianPrior(Prior):
             def sample(gen: torch.Generator) -> Tensor:
                 return torch.randn(d, generator=gen, dtype=view.dtype, device=view.device) * s
 
-            return BoundPrior(log_prob, sample, value_and_grad=value_and_grad)
+            return BoundPrior(log_prob, sample, value_and_grad=value_and_grad, stacked=True)
 
         a, b = self.precision_prior
 

@@ -1,0 +1,157 @@
+"""K chains of an MLP posterior as one batched pass, with a hand-written backward.
+
+Vectorised chains (``chain_method="vectorized"``) map the generic log density over stacked
+positions with ``torch.func.vmap``; at BNN sizes its per-operation dispatch dominates the step.  An
+MLP (a ``Sequential`` of ``Linear`` layers and tanh / sigmoid / ReLU) can instead be written
+directly on the stacked weights, ``W_l`` a ``[K, out, in]`` view of the positions ``x [K, D]``:
+
+    forward   h_l = act(h_{l-1} W_l^T + b_l)                 one ``baddbmm`` per layer
+    output    g_L = d/df [ (N/M) sum_rows log p(y | f) ]      autograd on the output alone
+    backward  dW_l = g_l^T h_{l-1},  db_l = sum_rows g_l,  g_{l-1} = act'(g_l W_l)
+
+with the weight gradients written straight into views of the flat ``[K, D]`` gradient, and the
+prior's gradient added in closed form.  Every chain gets its own gradient because the chains do
+not interact.  :meth:`StackedMLP.build` returns None for anything else (other layers, extras
+such as a learnt noise, likelihoods without per-row log probabilities, priors without a
+closed-form gradient), and the vmap route handles those.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from .types import Batch
+
+# activation: (forward, backward from the output)
+_ACTIVATIONS = {
+    nn.Tanh: (torch.tanh, torch.ops.aten.tanh_backward),
+    nn.Sigmoid: (torch.sigmoid, torch.ops.aten.sigmoid_backward),
+    nn.ReLU: (torch.relu, lambda g, out: torch.ops.aten.threshold_backward(g, out, 0)),
+}
+
+
+@dataclass(frozen=True)
+class _Layer:
+    w: slice  # columns of the weight in the flat position
+    b: slice | None
+    shape: tuple[int, int]  # (out, in)
+    act: tuple | None  # activation after this layer
+
+
+class StackedMLP:
+    """Value and gradient of an MLP posterior's log density over stacked positions ``[K, D]``."""
+
+    def __init__(self, posterior, layers: list[_Layer], prior_value_and_grad):
+        self.posterior = posterior
+        self.layers = layers
+        self.prior = prior_value_and_grad
+        self.in_features = layers[0].shape[1]
+
+    @classmethod
+    def build(cls, posterior) -> StackedMLP | None:
+        lik = posterior.likelihood
+        prior = posterior.bound_prior.value_and_grad
+        if prior is None or posterior.d_net != posterior.view.size or posterior.initial_extras:
+            return None
+        if not lik.per_row:
+            return None
+        chain = _sequential(posterior.module)
+        if chain is None:
+            return None
+        offsets, o = {}, 0
+        for name, numel in zip(posterior.view.names, posterior.view.numels):
+            offsets[name] = slice(o, o + numel)
+            o += numel
+        layers: list[_Layer] = []
+        used: list[str] = []
+        for prefix, m in chain:
+            if type(m) is nn.Linear:
+                wn, bn = prefix + "weight", prefix + "bias"
+                if wn not in offsets or (m.bias is not None and bn not in offsets):
+                    return None  # a fixed parameter: the general route
+                used += [wn] + ([bn] if m.bias is not None else [])
+                layers.append(_Layer(offsets[wn], offsets.get(bn), (m.out_features, m.in_features), None))
+            elif type(m) in _ACTIVATIONS and layers and layers[-1].act is None:
+                last = layers[-1]
+                layers[-1] = _Layer(last.w, last.b, last.shape, _ACTIVATIONS[type(m)])
+            elif type(m) is nn.Identity:
+                continue
+            else:
+                return None
+        if not layers or sorted(used) != sorted(posterior.view.names):
+            return None
+        if getattr(posterior.bound_prior, "stacked", False):
+            prior_vg = prior
+        else:
+            prior_vg = torch.func.vmap(prior)
+        return cls(posterior, layers, prior_vg)
+
+    def applies_to(self, batch: Batch) -> bool:
+        """Inputs must be rows of features, ``[M, in]`` or per chain ``[K, M, in]``."""
+        inputs = batch[0]
+        return inputs.ndim in (2, 3) and inputs.shape[-1] == self.in_features and inputs.is_floating_point()
+
+    def value_and_grad(self, x: Tensor, batch: Batch, chain_batched: bool) -> tuple[Tensor, Tensor]:
+        inputs, targets = batch
+        k, m = x.shape[0], inputs.shape[-2]
+        if not chain_batched:  # every chain sees the same rows
+            inputs = inputs.expand(k, *inputs.shape)
+            targets = targets.expand(k, *targets.shape)
+        h = inputs.to(x.dtype)
+        hidden = [h]
+        for layer in self.layers:
+            w = x[:, layer.w].view(k, *layer.shape)
+            if layer.b is None:
+                h = torch.bmm(h, w.transpose(1, 2))
+            else:
+                h = torch.baddbmm(x[:, layer.b].unsqueeze(1), h, w.transpose(1, 2))
+            if layer.act is not None:
+                h = layer.act[0](h)
+            hidden.append(h)
+        out = hidden.pop()
+        post = self.posterior
+        scale = 1.0 if post.num_data is None else post.num_data / m
+        with torch.enable_grad():
+            f = out.detach().requires_grad_(True)
+            rows = post.likelihood.log_prob_rows(f.flatten(0, 1), targets.flatten(0, 1), {})
+            ll = rows.view(k, m).sum(1) * scale
+            (g,) = torch.autograd.grad(ll.sum(), f)
+        lp, grad = self.prior(x)
+        if grad.data_ptr() == x.data_ptr():  # the likelihood part is added in place below
+            grad = grad.clone()
+        for i in range(len(self.layers) - 1, -1, -1):
+            layer, h_in = self.layers[i], hidden[i]
+            if layer.act is not None:
+                g = layer.act[1](g, out if i == len(self.layers) - 1 else hidden[i + 1])
+            gw = grad[:, layer.w].view(k, *layer.shape)
+            gw.add_(torch.bmm(g.transpose(1, 2), h_in))
+            if layer.b is not None:
+                grad[:, layer.b].add_(g.sum(1))
+            if i > 0:
+                g = torch.bmm(g, x[:, layer.w].view(k, *layer.shape))
+        return ll.detach() + lp, grad
+
+
+def _sequential(module: nn.Module, prefix: str = "") -> list[tuple[str, nn.Module]] | None:
+    """``(name prefix, module)`` of a (nested) plain ``Sequential`` in call order, else None
+    (hooks could change what a module computes; a module used twice shares its weights)."""
+    seen: set[int] = set()
+
+    def walk(mod: nn.Module, pre: str) -> list[tuple[str, nn.Module]] | None:
+        if mod._forward_hooks or mod._forward_pre_hooks or id(mod) in seen:
+            return None
+        seen.add(id(mod))
+        if type(mod) is not nn.Sequential:
+            return [(pre, mod)]
+        out: list[tuple[str, nn.Module]] = []
+        for name, child in mod._modules.items():
+            sub = None if child is None else walk(child, f"{pre}{name}.")
+            if sub is None:
+                return None
+            out.extend(sub)
+        return out
+
+    return walk(module, prefix)

@@ -1,0 +1,111 @@
+"""The hand-batched K-chain gradient of MLP posteriors (``core/stacked_mlp.py``).
+
+It must equal each chain's own autograd gradient exactly (float64), for every supported
+activation and likelihood, shared or per-chain minibatches; other models must not take it.
+"""
+
+import dataclasses
+
+import pytest
+import torch
+
+import bnnkit
+from bnnkit.data import Minibatches
+from bnnkit.data.minibatch import ChainMinibatches
+
+
+def _mlp(act, out, bias_last=True):
+    return torch.nn.Sequential(
+        torch.nn.Linear(4, 8),
+        act(),
+        torch.nn.Sequential(torch.nn.Linear(8, 6), act()),  # nested Sequential
+        torch.nn.Linear(6, out, bias=bias_last),
+    ).double()
+
+
+LIKELIHOODS = {
+    "gaussian": (
+        lambda: bnnkit.Gaussian(0.7),
+        lambda g: torch.randn(40, generator=g, dtype=torch.float64),
+        1,
+    ),
+    "categorical": (lambda: bnnkit.Categorical(), lambda g: torch.randint(0, 3, (40,), generator=g), 3),
+    "bernoulli": (lambda: bnnkit.Bernoulli(), lambda g: torch.randint(0, 2, (40,), generator=g).double(), 1),
+}
+
+
+@pytest.mark.parametrize("act", [torch.nn.Tanh, torch.nn.ReLU, torch.nn.Sigmoid])
+@pytest.mark.parametrize("lik", list(LIKELIHOODS))
+def test_stacked_gradient_equals_each_chains_autograd_gradient(act, lik):
+    make_lik, make_y, out = LIKELIHOODS[lik]
+    g = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)
+    prior = bnnkit.GaussianPrior(0.8, scales={"3.": 0.3})  # per-layer scales: the non-isotropic branch
+    post = bnnkit.Posterior(_mlp(act, out, bias_last=lik != "bernoulli"), make_lik(), prior, num_data=200)
+    target = post.target()
+    assert target.stacked_grad is not None
+    X, y = torch.randn(40, 4, generator=g, dtype=torch.float64), make_y(g)
+    x = 0.5 * torch.randn(5, post.view.size, generator=g, dtype=torch.float64)
+    Xb, yb = X.reshape(5, 8, 4), y.reshape(5, 8)
+    lp, grad = target.stacked_grad(x, (Xb, yb), True)
+    lp_shared, grad_shared = target.stacked_grad(x, (X, y), False)
+    for k in range(5):
+        lp_k, g_k = target.value_and_grad(x[k], (Xb[k], yb[k]))
+        torch.testing.assert_close(lp[k], lp_k)
+        torch.testing.assert_close(grad[k], g_k)
+        lp_k, g_k = target.value_and_grad(x[k], (X, y))
+        torch.testing.assert_close(lp_shared[k], lp_k)
+        torch.testing.assert_close(grad_shared[k], g_k)
+
+
+def test_models_outside_the_route_use_vmap():
+    lin = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
+    learnt = bnnkit.Posterior(lin, bnnkit.Gaussian(0.5, learn_noise=True), bnnkit.GaussianPrior(1.0))
+    assert learnt.target().stacked_grad is None  # an extra parameter (the noise) in the position
+    gelu = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.GELU(), torch.nn.Linear(4, 1))
+    assert (
+        bnnkit.Posterior(gelu, bnnkit.Gaussian(0.5), bnnkit.GaussianPrior(1.0)).target().stacked_grad is None
+    )
+    conv = torch.nn.Sequential(torch.nn.Conv1d(1, 2, 3), torch.nn.Flatten(), torch.nn.Linear(2, 1))
+    assert (
+        bnnkit.Posterior(conv, bnnkit.Gaussian(0.5), bnnkit.GaussianPrior(1.0)).target().stacked_grad is None
+    )
+    from bnnkit.functional import FunctionalPosterior, GPPrior, MeasurementPoints
+
+    gp = GPPrior("rbf", input_dim=3, jitter=1e-3)
+    fp = FunctionalPosterior(lin, bnnkit.Gaussian(0.5), gp, MeasurementPoints(4, 0), torch.randn(10, 3))
+    assert fp.target().stacked_grad is None
+    # a prior without a closed-form gradient: autograd through vmap
+    assert bnnkit.Posterior(lin, bnnkit.Gaussian(0.5), bnnkit.LaplacePrior(0.5)).target().stacked_grad is None
+    # a closed-form gradient for one position only is mapped over the chains
+    post = bnnkit.Posterior(lin.double(), bnnkit.Gaussian(0.5), bnnkit.GaussianPrior(0.5))
+    post.bound_prior.stacked = False
+    t = post.target()
+    x = torch.randn(3, post.view.size, dtype=torch.float64)
+    X, y = torch.randn(7, 3, dtype=torch.float64), torch.randn(7, dtype=torch.float64)
+    lp, g = t.stacked_grad(x, (X, y), False)
+    for k in range(3):
+        torch.testing.assert_close(g[k], t.value_and_grad(x[k], (X, y))[1])
+    # inputs that are not rows of features go to the vmap route
+    assert t.stacked_grad(x, (X.unsqueeze(-1), y), False) is None
+
+
+def test_vectorized_sgld_run_is_the_same_with_and_without_the_stacked_route():
+    torch.manual_seed(1)
+    X = torch.randn(60, 3, dtype=torch.float64)
+    y = torch.sin(X.sum(1))
+    net = torch.nn.Sequential(torch.nn.Linear(3, 10), torch.nn.Tanh(), torch.nn.Linear(10, 1)).double()
+    post = bnnkit.Posterior(net, bnnkit.Gaussian(0.3), bnnkit.GaussianPrior(1.0), num_data=60)
+    target = post.target()
+    kernel = bnnkit.SGHMC(1e-3, friction=5.0)
+    runs = []
+    for t in (target, dataclasses.replace(target, stacked_grad=None)):
+        k = kernel.build(t.vectorized(chain_batched=True))
+        stream = ChainMinibatches(Minibatches(X, y, batch_size=10), 4)
+        gen = torch.Generator().manual_seed(3)
+        x0 = post.initial_position("module").expand(4, -1).clone()
+        state = k.init(x0, stream.next(gen))
+        for _ in range(25):
+            state, _ = k.step(state, stream.next(gen), gen)
+        runs.append(state.position)
+    torch.testing.assert_close(runs[0], runs[1], rtol=1e-9, atol=1e-11)
