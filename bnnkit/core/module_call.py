@@ -11,8 +11,39 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import torch
 from torch import Tensor, nn
 from torch.func import functional_call
+
+# elementwise activations with a one-op backward from their output: (forward, backward(g, out))
+ACTIVATION_BACKWARD: dict[type, tuple] = {
+    nn.Tanh: (torch.tanh, torch.ops.aten.tanh_backward),
+    nn.Sigmoid: (torch.sigmoid, torch.ops.aten.sigmoid_backward),
+    nn.ReLU: (torch.relu, lambda g, out: torch.ops.aten.threshold_backward(g, out, 0)),
+}
+
+
+def sequential_layers(module: nn.Module, prefix: str = "") -> list[tuple[str, nn.Module]] | None:
+    """``(name prefix, module)`` in call order: a (nested) plain ``Sequential`` flattened, or the
+    module itself; None where a hook could change what a module computes or a module is used
+    twice (shared weights), so that callers writing their own forward fall back to the module."""
+    seen: set[int] = set()
+
+    def walk(mod: nn.Module, pre: str) -> list[tuple[str, nn.Module]] | None:
+        if mod._forward_hooks or mod._forward_pre_hooks or id(mod) in seen:
+            return None
+        seen.add(id(mod))
+        if type(mod) is not nn.Sequential:
+            return [(pre, mod)]
+        out: list[tuple[str, nn.Module]] = []
+        for name, child in mod._modules.items():
+            sub = None if child is None else walk(child, f"{pre}{name}.")
+            if sub is None:
+                return None
+            out.extend(sub)
+        return out
+
+    return walk(module, prefix)
 
 
 class ModuleCaller:

@@ -23,14 +23,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from .module_call import ACTIVATION_BACKWARD, sequential_layers
 from .types import Batch
-
-# activation: (forward, backward from the output)
-_ACTIVATIONS = {
-    nn.Tanh: (torch.tanh, torch.ops.aten.tanh_backward),
-    nn.Sigmoid: (torch.sigmoid, torch.ops.aten.sigmoid_backward),
-    nn.ReLU: (torch.relu, lambda g, out: torch.ops.aten.threshold_backward(g, out, 0)),
-}
 
 
 @dataclass(frozen=True)
@@ -58,7 +52,7 @@ class StackedMLP:
             return None
         if not lik.per_row:
             return None
-        chain = _sequential(posterior.module)
+        chain = sequential_layers(posterior.module)
         if chain is None:
             return None
         offsets, o = {}, 0
@@ -74,9 +68,9 @@ class StackedMLP:
                     return None  # a fixed parameter: the general route
                 used += [wn] + ([bn] if m.bias is not None else [])
                 layers.append(_Layer(offsets[wn], offsets.get(bn), (m.out_features, m.in_features), None))
-            elif type(m) in _ACTIVATIONS and layers and layers[-1].act is None:
+            elif type(m) in ACTIVATION_BACKWARD and layers and layers[-1].act is None:
                 last = layers[-1]
-                layers[-1] = _Layer(last.w, last.b, last.shape, _ACTIVATIONS[type(m)])
+                layers[-1] = _Layer(last.w, last.b, last.shape, ACTIVATION_BACKWARD[type(m)])
             elif type(m) is nn.Identity:
                 continue
             else:
@@ -133,25 +127,3 @@ class StackedMLP:
             if i > 0:
                 g = torch.bmm(g, x[:, layer.w].view(k, *layer.shape))
         return ll.detach() + lp, grad
-
-
-def _sequential(module: nn.Module, prefix: str = "") -> list[tuple[str, nn.Module]] | None:
-    """``(name prefix, module)`` of a (nested) plain ``Sequential`` in call order, else None
-    (hooks could change what a module computes; a module used twice shares its weights)."""
-    seen: set[int] = set()
-
-    def walk(mod: nn.Module, pre: str) -> list[tuple[str, nn.Module]] | None:
-        if mod._forward_hooks or mod._forward_pre_hooks or id(mod) in seen:
-            return None
-        seen.add(id(mod))
-        if type(mod) is not nn.Sequential:
-            return [(pre, mod)]
-        out: list[tuple[str, nn.Module]] = []
-        for name, child in mod._modules.items():
-            sub = None if child is None else walk(child, f"{pre}{name}.")
-            if sub is None:
-                return None
-            out.extend(sub)
-        return out
-
-    return walk(module, prefix)

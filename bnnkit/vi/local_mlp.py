@@ -24,14 +24,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
+from ..core.module_call import ACTIVATION_BACKWARD, sequential_layers
 from ..core.posterior import Posterior
 
 # activations with a closed-form backward from their output (one aten op each)
-_FAST_ACTIVATIONS: dict[type, tuple] = {
-    nn.Tanh: (torch.tanh, torch.ops.aten.tanh_backward),
-    nn.Sigmoid: (torch.sigmoid, torch.ops.aten.sigmoid_backward),
-    nn.ReLU: (torch.relu, lambda g, out: torch.ops.aten.threshold_backward(g, out, 0)),
-}
+_FAST_ACTIVATIONS = ACTIVATION_BACKWARD
 # other parameter-free elementwise modules: backward by autograd on the saved sub-graph
 _ELEMENTWISE = {
     nn.ELU,
@@ -81,7 +78,7 @@ class LocalMLP:
     def build(cls, posterior: Posterior) -> LocalMLP | None:
         view = posterior.net_view
         index = {n: i for i, n in enumerate(view.names)}
-        chain = _chain(posterior.module, "")
+        chain = sequential_layers(posterior.module)
         if chain is None:
             return None
         steps: list = []
@@ -208,27 +205,6 @@ class LocalMLP:
             else:
                 h = st.module(h)
         return h
-
-
-def _chain(
-    module: nn.Module, prefix: str, seen: set[int] | None = None
-) -> list[tuple[str, nn.Module]] | None:
-    """``(name prefix, module)`` in call order: a (nested) plain ``Sequential`` flattened, or the
-    module itself; None where a hook could change what a module computes or a module is used twice
-    (shared weights: the general route handles those)."""
-    seen = set() if seen is None else seen
-    if module._forward_hooks or module._forward_pre_hooks or id(module) in seen:
-        return None
-    seen.add(id(module))
-    if type(module) is not nn.Sequential:
-        return [(prefix, module)]
-    out: list[tuple[str, nn.Module]] = []
-    for name, child in module._modules.items():
-        sub = None if child is None else _chain(child, f"{prefix}{name}.", seen)
-        if sub is None:
-            return None
-        out.extend(sub)
-    return out
 
 
 class LocalForward(torch.autograd.Function):
