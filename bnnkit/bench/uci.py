@@ -402,11 +402,16 @@ def run_uci(
     progress: bool = True,
     log: Callable[[str], None] = print,
     tune: bool = False,
+    from_cells: str | Path | None = None,
 ) -> dict[str, Any]:
-    """Run ``methods`` on ``datasets`` for the first ``splits`` splits; write tables and JSON.
+    """Run ``methods`` on ``datasets`` for the first ``splits`` splits; write tables, JSON and
+    ``uci.png`` (RMSE and NLL per method and data set, the paper's numbers marked).
 
     With ``tune`` each SG-MCMC method chooses its step size per split from ``TUNE["factors"]`` x
-    its default, by the held-out NLL of short chains on 80/20 of the training rows.
+    its default, by the held-out NLL of short chains on 80/20 of the training rows.  With
+    ``from_cells`` nothing runs: the tables are rebuilt from the ``uci_cells.jsonl`` that a run of
+    the same arguments wrote cell by cell (for a run that stopped before it finished; the report
+    names the splits it holds).
     """
     from ..functional import GPPrior
 
@@ -419,6 +424,11 @@ def run_uci(
         cfg["tune"] = QUICK_TUNE if quick else TUNE
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    if from_cells is not None:
+        cells = _read_cells(Path(from_cells), datasets, methods)
+        report = _report(cells, datasets, methods, splits, quick, seed, cfg, requested, rebuilt=True)
+        _write(out, report, cells)
+        return report
     cells: list[dict[str, Any]] = []
     partial = out / "uci_cells.jsonl"  # one line per finished cell: nothing is lost if a run stops
     partial.write_text("")
@@ -466,13 +476,83 @@ def run_uci(
                     f"(standardised) | RMSE {cell['rmse']:.3f} NLL {cell['nll']:.3f} (original) {seconds:.0f} s"
                 )
     report = _report(cells, datasets, methods, splits, quick, seed, cfg, requested)
+    _write(out, report, cells)
+    return report
+
+
+def _write(out: Path, report: dict[str, Any], cells: list[dict[str, Any]]) -> None:
     (out / "uci.json").write_text(json.dumps(report, indent=2, default=float))
     with (out / "uci.csv").open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(cells[0]))
         w.writeheader()
         w.writerows(cells)
     (out / "uci.md").write_text(report["markdown"])
-    return report
+    _plot(out / "uci.png", report)
+
+
+def _read_cells(path: Path, datasets: Sequence[str], methods: Sequence[str]) -> list[dict[str, Any]]:
+    if not path.is_file():
+        raise BnnkitError(
+            f"{path} does not exist; pass the uci_cells.jsonl that a `bnnkit bench uci` run wrote."
+        )
+    names = {resolve_uci_name(d) for d in datasets}
+    cells = []
+    for i, line in enumerate(path.read_text().splitlines()):
+        if not line.strip():
+            continue
+        try:
+            cell = json.loads(line)
+        except json.JSONDecodeError as err:  # a line cut short when the run was killed
+            raise BnnkitError(
+                f"{path}, line {i + 1}, is not JSON ({err}); delete that line and retry."
+            ) from err
+        if cell.get("dataset") in names and cell.get("method") in methods:
+            cells.append(cell)
+    if not cells:
+        raise BnnkitError(
+            f"{path} holds no cell of datasets {sorted(names)} and methods {list(methods)}; check the arguments."
+        )
+    return cells
+
+
+def _plot(path: Path, report: dict[str, Any]) -> None:
+    """RMSE and NLL (standardised) per method, one row per data set: mean +- s.e. over splits,
+    the paper's value (where published) as a red cross."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    summary = report["summary"]
+    names = list(summary)
+    fig, axes = plt.subplots(len(names), 2, figsize=(10, 0.5 + 0.42 * len(report["methods"]) * len(names) + 0.8),
+                             squeeze=False)  # fmt: skip
+    for row, name in zip(axes, names):
+        methods = [m for m in report["methods"] if "rmse_std" in summary[name].get(m, {})]
+        labels = [report["aliases"].get(m, m) for m in methods]
+        for ax, key, title, paper in (
+            (row[0], "rmse_std", "test RMSE", PAPER["rmse"]),
+            (row[1], "nll_std", "test NLL", PAPER["nll"]),
+        ):
+            ys = range(len(methods))
+            mean = [summary[name][m][key][0] for m in methods]
+            se = [
+                summary[name][m][key][1] if summary[name][m][key][1] == summary[name][m][key][1] else 0
+                for m in methods
+            ]
+            ax.errorbar(mean, list(ys), xerr=se, fmt="o", color="tab:blue", capsize=3, label="bnnkit")
+            px = [(paper.get(name, {}).get(m) or (None,))[0] for m in methods]
+            pts = [(x, y) for x, y in zip(px, ys) if x is not None]
+            if pts:
+                ax.plot([x for x, _ in pts], [y for _, y in pts], "x", color="tab:red", ms=8, label="paper")
+            ax.set_yticks(list(ys), labels)
+            ax.invert_yaxis()
+            ax.set_title(f"{name}: {title} (standardised; lower is better)", fontsize=9)
+            ax.grid(axis="x", alpha=0.3)
+        row[0].legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 def _subsample(data: Any, rows: int) -> Any:
@@ -481,7 +561,9 @@ def _subsample(data: Any, rows: int) -> Any:
     return dataclasses.replace(data, x_train=data.x_train[:rows], y_train=data.y_train[:rows])
 
 
-def _report(cells, datasets, methods, splits, quick, seed, cfg, requested=None) -> dict[str, Any]:
+def _report(
+    cells, datasets, methods, splits, quick, seed, cfg, requested=None, rebuilt=False
+) -> dict[str, Any]:
     requested = list(methods) if requested is None else list(requested)
     aliased = {ALIASES[m]: m for m in requested if m in ALIASES}  # e.g. {"nuts": "hmc"}
     cmd = (
@@ -517,6 +599,19 @@ def _report(cells, datasets, methods, splits, quick, seed, cfg, requested=None) 
             for t, a in aliased.items()
         ],
         *([step_note] if step_note else []),
+        *(
+            [
+                "Rebuilt from the `uci_cells.jsonl` of this command, stopped before it finished: the rows "
+                "average the splits present, "
+                + "; ".join(
+                    f"{resolve_uci_name(d)} {sorted({c['split'] for c in cells if c['dataset'] == resolve_uci_name(d)})}"
+                    for d in datasets
+                )
+                + " (the last split may lack some methods)."
+            ]
+            if rebuilt
+            else []
+        ),
         "",
         "| dataset | method | RMSE (std.) | paper RMSE | NLL (std.) | paper NLL | RMSE (orig.) | NLL (orig.) | s/split |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -528,6 +623,10 @@ def _report(cells, datasets, methods, splits, quick, seed, cfg, requested=None) 
             # A chain that diverged gives non-finite predictions: count it, average the others.
             sel = [c for c in every if math.isfinite(c["rmse_std"]) and math.isfinite(c["nll_std"])]
             diverged = len(every) - len(sel)
+            if not every:  # a stopped run that never reached this method
+                summary.setdefault(name, {})[m] = {"finished_splits": 0}
+                lines.append(f"| {name} | {m} | no finished split | - | - | - | - | - | - |")
+                continue
             if not sel:
                 summary.setdefault(name, {})[m] = {"diverged": diverged}
                 lines.append(
@@ -564,4 +663,5 @@ def _report(cells, datasets, methods, splits, quick, seed, cfg, requested=None) 
         "summary": summary,
         "cells": cells,
         "markdown": "\n".join(lines) + "\n",
+        "rebuilt_from_cells": rebuilt,
     }

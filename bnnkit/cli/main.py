@@ -70,6 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="choose each SG-MCMC step size per split by held-out NLL (80/20 of the training rows)",
     )
+    uci.add_argument(
+        "--from-cells",
+        default=None,
+        metavar="JSONL",
+        help="run nothing: rebuild the tables from the uci_cells.jsonl of a stopped run with these arguments",
+    )
     img = bench_sub.add_parser("image", help="image classification + OOD detection (small CNN on CPU)")
     img.add_argument(
         "--dataset",
@@ -167,9 +173,10 @@ def main(argv: list[str] | None = None) -> int:
             seed=args.seed,
             progress=not args.no_progress,
             tune=args.tune,
+            from_cells=args.from_cells,
         )
         print(report["markdown"])
-        print(f"wrote {args.out}/uci.md, uci.csv and uci.json")
+        print(f"wrote {args.out}/uci.md, uci.csv, uci.json and uci.png")
         return 0
     if args.command == "bench" and args.benchmark == "image":
         import torch

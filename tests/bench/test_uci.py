@@ -49,6 +49,18 @@ def test_uci_second_run_gives_the_same_numbers(tmp_path):
     a = run_uci(["yacht"], ["sghmc", "fsgld"], out=tmp_path / "a", **kw)
     b = run_uci(["yacht"], ["sghmc", "fsgld"], out=tmp_path / "b", **kw)
     assert [c["rmse"] for c in a["cells"]] == [c["rmse"] for c in b["cells"]]
+    assert (tmp_path / "a" / "uci.png").stat().st_size > 10_000  # RMSE / NLL per method
+
+    # a run stopped after its first cell: the tables come back from uci_cells.jsonl
+    cells = tmp_path / "stopped.jsonl"
+    cells.write_text((tmp_path / "a" / "uci_cells.jsonl").read_text().splitlines()[0] + "\n")
+    kw["splits"] = 3
+    r = run_uci(["yacht"], ["sghmc", "fsgld"], out=tmp_path / "c", from_cells=cells, **kw)
+    assert r["rebuilt_from_cells"] and [c["rmse"] for c in r["cells"]] == [a["cells"][0]["rmse"]]
+    assert "stopped before it finished" in r["markdown"] and "yacht [0]" in r["markdown"]
+    assert "| fsgld | no finished split |" in r["markdown"]  # no number invented for it
+    with pytest.raises(BnnkitError, match="holds no cell"):
+        run_uci(["boston"], ["sghmc"], out=tmp_path / "d", from_cells=cells, **kw)
 
 
 def test_unknown_method_is_refused(tmp_path):
