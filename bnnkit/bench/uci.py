@@ -588,7 +588,8 @@ def _report(
     lines = [
         f"# UCI regression ({'quick mode: a smoke test, not results' if quick else 'full protocol'})",
         "",
-        f"Command: `{cmd}`; split s uses seed {seed} + s. Mean +- standard error over {splits} split(s).",
+        f"Command: `{cmd}`; split s uses seed {seed} + s. Mean +- standard error over "
+        + ("the splits present (see below)." if rebuilt else f"{splits} split(s)."),
         "RMSE/NLL in standardised units (the paper's scale) and in original units. Paper: Table 2/3 of",
         "Wu, Xuan & Lu (mean +- sd over their 10 random splits; their step sizes, thinning and noise",
         "model are unknown, so a difference may come from protocol, not method).",

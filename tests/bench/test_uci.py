@@ -58,6 +58,7 @@ def test_uci_second_run_gives_the_same_numbers(tmp_path):
     r = run_uci(["yacht"], ["sghmc", "fsgld"], out=tmp_path / "c", from_cells=cells, **kw)
     assert r["rebuilt_from_cells"] and [c["rmse"] for c in r["cells"]] == [a["cells"][0]["rmse"]]
     assert "stopped before it finished" in r["markdown"] and "yacht [0]" in r["markdown"]
+    assert "over 3 split(s)" not in r["markdown"]
     assert "| fsgld | no finished split |" in r["markdown"]  # no number invented for it
     with pytest.raises(BnnkitError, match="holds no cell"):
         run_uci(["boston"], ["sghmc"], out=tmp_path / "d", from_cells=cells, **kw)
