@@ -48,26 +48,24 @@ class StackedMLP:
     def build(cls, posterior) -> StackedMLP | None:
         lik = posterior.likelihood
         prior = posterior.bound_prior.value_and_grad
-        if prior is None or posterior.d_net != posterior.view.size or posterior.initial_extras:
+        if prior is None or posterior.d_net != posterior.view.size:  # extras (learnt noise, ...)
             return None
         if not lik.per_row:
             return None
         chain = sequential_layers(posterior.module)
         if chain is None:
             return None
-        offsets, o = {}, 0
-        for name, numel in zip(posterior.view.names, posterior.view.numels):
-            offsets[name] = slice(o, o + numel)
-            o += numel
+        view = posterior.view
         layers: list[_Layer] = []
         used: list[str] = []
         for prefix, m in chain:
             if type(m) is nn.Linear:
                 wn, bn = prefix + "weight", prefix + "bias"
-                if wn not in offsets or (m.bias is not None and bn not in offsets):
+                if wn not in view.names or (m.bias is not None and bn not in view.names):
                     return None  # a fixed parameter: the general route
                 used += [wn] + ([bn] if m.bias is not None else [])
-                layers.append(_Layer(offsets[wn], offsets.get(bn), (m.out_features, m.in_features), None))
+                b = view.slice(bn) if m.bias is not None else None
+                layers.append(_Layer(view.slice(wn), b, (m.out_features, m.in_features), None))
             elif type(m) in ACTIVATION_BACKWARD and layers and layers[-1].act is None:
                 last = layers[-1]
                 layers[-1] = _Layer(last.w, last.b, last.shape, ACTIVATION_BACKWARD[type(m)])
@@ -75,7 +73,7 @@ class StackedMLP:
                 continue
             else:
                 return None
-        if not layers or sorted(used) != sorted(posterior.view.names):
+        if not layers or sorted(used) != sorted(view.names):
             return None
         if getattr(posterior.bound_prior, "stacked", False):
             prior_vg = prior
@@ -96,8 +94,8 @@ class StackedMLP:
             targets = targets.expand(k, *targets.shape)
         h = inputs.to(x.dtype)
         hidden = [h]
-        for layer in self.layers:
-            w = x[:, layer.w].view(k, *layer.shape)
+        weights = [x[:, layer.w].view(k, *layer.shape) for layer in self.layers]
+        for layer, w in zip(self.layers, weights):
             if layer.b is None:
                 h = torch.bmm(h, w.transpose(1, 2))
             else:
@@ -125,5 +123,5 @@ class StackedMLP:
             if layer.b is not None:
                 grad[:, layer.b].add_(g.sum(1))
             if i > 0:
-                g = torch.bmm(g, x[:, layer.w].view(k, *layer.shape))
+                g = torch.bmm(g, weights[i])
         return ll.detach() + lp, grad
