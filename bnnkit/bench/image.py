@@ -223,7 +223,11 @@ def _draws(method, x, y, cfg, seed, progress, gp, model="cnn", width=None):
         alg = SGHMC(eps, friction=cfg["friction"]) if method == "sghmc" else SGLD(eps)
         return post, sample(alg, post, stream, **kw)
     steps = cfg["burn_in"] + cfg["draws"] * cfg["thin"]
-    epochs = max(1, round(steps * cfg["batch_size"] / n))  # the VI baselines' budget
+
+    def epochs_of(num_steps: int) -> int:  # whole epochs closest to num_steps minibatches
+        return max(1, round(num_steps * cfg["batch_size"] / n))
+
+    epochs = epochs_of(steps)  # the VI baselines' budget
     num_draws = max(cfg["draws"], 10)
     if method == "bbb":
         fit = BayesByBackprop(
@@ -240,7 +244,7 @@ def _draws(method, x, y, cfg, seed, progress, gp, model="cnn", width=None):
         post = FunctionalPosterior(module, Categorical(), gp, meas, flat)
         fit = FBNN(
             lr=c["lr"],
-            num_epochs=max(1, round(c["steps"] * cfg["batch_size"] / n)),
+            num_epochs=epochs_of(c["steps"]),
             batch_size=cfg["batch_size"],
             num_function_samples=c["function_samples"],
             include_batch=False,

@@ -536,10 +536,8 @@ def _plot(path: Path, report: dict[str, Any]) -> None:
         ):
             ys = range(len(methods))
             mean = [summary[name][m][key][0] for m in methods]
-            se = [
-                summary[name][m][key][1] if summary[name][m][key][1] == summary[name][m][key][1] else 0
-                for m in methods
-            ]
+            se = [summary[name][m][key][1] for m in methods]
+            se = [0.0 if math.isnan(e) else e for e in se]  # one split: no standard error
             ax.errorbar(mean, list(ys), xerr=se, fmt="o", color="tab:blue", capsize=3, label="bnnkit")
             px = [(paper.get(name, {}).get(m) or (None,))[0] for m in methods]
             pts = [(x, y) for x, y in zip(px, ys) if x is not None]
