@@ -403,6 +403,7 @@ def run_uci(
     log: Callable[[str], None] = print,
     tune: bool = False,
     from_cells: str | Path | None = None,
+    resume: bool = False,
 ) -> dict[str, Any]:
     """Run ``methods`` on ``datasets`` for the first ``splits`` splits; write tables, JSON and
     ``uci.png`` (RMSE and NLL per method and data set, the paper's numbers marked).
@@ -411,7 +412,9 @@ def run_uci(
     its default, by the held-out NLL of short chains on 80/20 of the training rows.  With
     ``from_cells`` nothing runs: the tables are rebuilt from the ``uci_cells.jsonl`` that a run of
     the same arguments wrote cell by cell (for a run that stopped before it finished; the report
-    names the splits it holds).
+    names the splits it holds).  With ``resume`` the cells already in ``out/uci_cells.jsonl`` from
+    a run with the same seed, mode and tuning are kept and only the missing ones run: a stopped
+    run goes on, or a 5-split run grows to 10, with the numbers a single run would give.
     """
     from ..functional import GPPrior
 
@@ -425,16 +428,40 @@ def run_uci(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if from_cells is not None:
-        cells = _read_cells(Path(from_cells), datasets, methods)
+        if resume:
+            raise BnnkitError(
+                "from_cells rebuilds the tables and runs nothing, resume runs the missing cells: pass one."
+            )
+        cells = _read_cells(Path(from_cells), datasets, methods, log)
         report = _report(cells, datasets, methods, splits, quick, seed, cfg, requested, rebuilt=True)
         _write(out, report, cells)
         return report
     cells: list[dict[str, Any]] = []
     partial = out / "uci_cells.jsonl"  # one line per finished cell: nothing is lost if a run stops
-    partial.write_text("")
+    done: dict[tuple, dict[str, Any]] = {}
+    if resume and partial.is_file():
+        kept = _valid_lines(partial, log)
+        partial.write_text("".join(json.dumps(c) + "\n" for c in kept))  # drop a line cut short
+        for c in kept:
+            if c.get("seed") == seed + c.get("split", -1) and _settings(c["method"], quick, tune) == {
+                k: c.get(k) for k in ("quick", "tuned")
+            }:
+                done[(c["dataset"], c["split"], c["method"])] = c
+    else:
+        partial.write_text("")
     for ds in datasets:
         name = resolve_uci_name(ds)
         for split in range(splits):
+            todo = [m for m in methods if (name, split, m) not in done]
+            for m in methods:
+                if m not in todo:
+                    cells.append(done[(name, split, m)])
+            if not todo:
+                continue
+            if len(todo) < len(methods):
+                log(
+                    f"{name} split {split}: resumed {len(methods) - len(todo)} cell(s), running {', '.join(todo)}"
+                )
             data = load_uci(name, split, root=root)
             if quick and data.x_train.shape[0] > cfg["max_rows"]:
                 data = _subsample(data, cfg["max_rows"])
@@ -443,7 +470,7 @@ def run_uci(
             fitted = gp.fit(data.x_train, data.y_train, num_steps=cfg["gp_fit_steps"], progress=False)
             noise = max(math.sqrt(fitted["noise_variance"]), 0.01)
             gp_seconds = time.perf_counter() - t0
-            for method in methods:
+            for method in todo:
                 t0 = time.perf_counter()
                 post, s = _run_method(method, data, cfg, noise, gp, seed + split, progress)
                 seconds = time.perf_counter() - t0
@@ -462,6 +489,7 @@ def run_uci(
                     "gp_fit_seconds": gp_seconds,
                     "noise_std_standardised": noise,
                     "step_size": s.config.get("step_size_used") if method in SG_METHODS else None,
+                    **_settings(method, quick, tune),
                 }
                 cells.append(cell)
                 with partial.open("a") as fh:
@@ -490,24 +518,39 @@ def _write(out: Path, report: dict[str, Any], cells: list[dict[str, Any]]) -> No
     _plot(out / "uci.png", report)
 
 
-def _read_cells(path: Path, datasets: Sequence[str], methods: Sequence[str]) -> list[dict[str, Any]]:
+def _settings(method: str, quick: bool, tune: bool) -> dict[str, bool]:
+    """What a cell's numbers depend on beyond data set, split, method and seed (``--resume`` reuses
+    a cell only when these match); ``--tune`` changes only the SG-MCMC methods."""
+    return {"quick": quick, "tuned": tune and method in SG_METHODS}
+
+
+def _valid_lines(path: Path, log: Callable[[str], None]) -> list[dict[str, Any]]:
+    cells = []
+    lines = path.read_text().splitlines()
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            cells.append(json.loads(line))
+        except json.JSONDecodeError as err:
+            if i == len(lines) - 1:  # the cell being written when the run was killed: it runs again
+                log(f"{path}: dropped its last line, cut short when the run stopped")
+                continue
+            raise BnnkitError(
+                f"{path}, line {i + 1}, is not JSON ({err}); delete that line and retry."
+            ) from err
+    return cells
+
+
+def _read_cells(
+    path: Path, datasets: Sequence[str], methods: Sequence[str], log: Callable[[str], None]
+) -> list[dict[str, Any]]:
     if not path.is_file():
         raise BnnkitError(
             f"{path} does not exist; pass the uci_cells.jsonl that a `bnnkit bench uci` run wrote."
         )
     names = {resolve_uci_name(d) for d in datasets}
-    cells = []
-    for i, line in enumerate(path.read_text().splitlines()):
-        if not line.strip():
-            continue
-        try:
-            cell = json.loads(line)
-        except json.JSONDecodeError as err:  # a line cut short when the run was killed
-            raise BnnkitError(
-                f"{path}, line {i + 1}, is not JSON ({err}); delete that line and retry."
-            ) from err
-        if cell.get("dataset") in names and cell.get("method") in methods:
-            cells.append(cell)
+    cells = [c for c in _valid_lines(path, log) if c.get("dataset") in names and c.get("method") in methods]
     if not cells:
         raise BnnkitError(
             f"{path} holds no cell of datasets {sorted(names)} and methods {list(methods)}; check the arguments."

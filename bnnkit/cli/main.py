@@ -76,6 +76,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="JSONL",
         help="run nothing: rebuild the tables from the uci_cells.jsonl of a stopped run with these arguments",
     )
+    uci.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the cells already in OUT/uci_cells.jsonl (same seed, --quick and --tune) and run only "
+        "the missing ones: goes on with a stopped run, or grows --splits",
+    )
     img = bench_sub.add_parser("image", help="image classification + OOD detection (small CNN on CPU)")
     img.add_argument(
         "--dataset",
@@ -174,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
             progress=not args.no_progress,
             tune=args.tune,
             from_cells=args.from_cells,
+            resume=args.resume,
         )
         print(report["markdown"])
         print(f"wrote {args.out}/uci.md, uci.csv, uci.json and uci.png")

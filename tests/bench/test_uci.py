@@ -98,3 +98,40 @@ def test_tune_chooses_step_sizes_from_the_grid_and_reports_them(tmp_path):
         grid = [DEFAULTS["step_size"][c["method"]] * f for f in QUICK_TUNE["factors"]]
         assert any(math.isclose(c["step_size"], g) for g in grid), (c["method"], c["step_size"], grid)
     assert "--tune" in rep["command"] and "chosen per split" in rep["markdown"]
+
+
+def test_resume_runs_only_the_missing_cells_and_gives_a_single_runs_numbers(tmp_path, monkeypatch):
+    if not (DATA / "uci").exists():
+        pytest.skip("needs ../shared/data/uci")
+    import bnnkit.bench.uci as uci
+
+    kw = dict(root=str(DATA), quick=True, progress=False, log=lambda s: None)
+    whole = run_uci(["yacht"], ["sghmc", "bbb"], splits=2, out=tmp_path / "whole", **kw)
+
+    # a run stopped inside split 1, killed while writing its last cell
+    out = tmp_path / "stopped"
+    run_uci(["yacht"], ["sghmc", "bbb"], splits=1, out=out, **kw)
+    lines = (out / "uci_cells.jsonl").read_text().splitlines()
+    first_of_split1 = json.dumps(whole["cells"][2])
+    (out / "uci_cells.jsonl").write_text("\n".join([*lines, first_of_split1, '{"dataset": "yac']) + "\n")
+
+    ran = []
+    real = uci._run_method
+    monkeypatch.setattr(uci, "_run_method", lambda m, *a, **k: (ran.append(m), real(m, *a, **k))[1])
+    said = []
+    resumed = run_uci(
+        ["yacht"], ["sghmc", "bbb"], splits=2, out=out, resume=True, **{**kw, "log": said.append}
+    )
+    assert ran == ["bbb"]  # only split 1's bbb was missing
+    assert any("cut short" in s for s in said)
+    assert [c["rmse"] for c in resumed["cells"]] == [c["rmse"] for c in whole["cells"]]
+    assert len((out / "uci_cells.jsonl").read_text().splitlines()) == 4
+
+    # cells from another setting are not reused: --tune changes the SG-MCMC cells only
+    ran.clear()
+    run_uci(["yacht"], ["sghmc", "bbb"], splits=1, out=out, resume=True, tune=True, **kw)
+    assert ran == ["sghmc"]
+    with pytest.raises(BnnkitError, match="pass one"):
+        run_uci(
+            ["yacht"], ["sghmc"], splits=1, out=out, resume=True, from_cells=out / "uci_cells.jsonl", **kw
+        )
