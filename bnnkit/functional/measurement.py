@@ -153,7 +153,8 @@ class MeasurementPoints:
                 f"the measurement box needs low < high in every dimension, got low={low.tolist()}, "
                 f"high={high.tolist()} (an explicit bound combined with the training range)."
             )
-        return BoundMeasurementPoints(self, x, low, high)
+        distinct = dedupe_rows(x).shape[0] == x.shape[0]
+        return BoundMeasurementPoints(self, x, low, high, distinct)
 
     @staticmethod
     def fixed(x: Tensor, dedupe: bool = True) -> FixedMeasurementPoints:
@@ -180,6 +181,7 @@ class BoundMeasurementPoints:
     train_x: Tensor = field(repr=False)
     low: Tensor
     high: Tensor
+    train_distinct: bool = False  # no two training rows equal (found once, at bind)
 
     @property
     def input_dim(self) -> int:
@@ -217,7 +219,13 @@ class BoundMeasurementPoints:
             ).to(pool.device)
             parts.append(self.low + u * (self.high - self.low))
         xm = torch.cat(parts)
-        return dedupe_rows(xm) if spec.dedupe else xm
+        # Rows drawn without replacement from distinct training rows cannot repeat: skip the
+        # row-wise unique (3 ms per step at M = 1000), which would return xm unchanged.
+        no_repeats = (
+            spec.source == "train" and self.train_distinct and spec.num_uniform == 0
+            and spec.num_from_data <= pool.shape[0]
+        )  # fmt: skip
+        return dedupe_rows(xm) if spec.dedupe and not no_repeats else xm
 
     def config(self) -> dict:
         return {**self.spec.config(), "box_low": self.low.tolist(), "box_high": self.high.tolist()}

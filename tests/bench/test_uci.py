@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bnnkit.bench.uci import METHODS, run_uci
+from bnnkit.bench.uci import DEFAULTS, METHODS, _epochs, run_uci
 from bnnkit.core.errors import BnnkitError
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
@@ -153,3 +153,14 @@ def test_tuned_step_prefers_stationary_chains_and_else_keeps_the_default():
     assert _choose_step([row(3e-5, 0.5), row(9e-5, 0.4), row(3e-4, 0.0, finite=False)], 3e-4) == 9e-5
     with pytest.raises(BnnkitError, match="diverged"):
         _choose_step([row(3e-4, float("inf"), finite=False)], 3e-4)
+
+
+def test_vi_epochs_are_capped_by_an_optimiser_step_budget_on_large_sets():
+    # kin8nm (7,373 training rows) keeps the plain budgets; protein (41,157) is capped.
+    c = DEFAULTS
+    assert [_epochs(c[m], 7373, c) for m in ("bbb", "fbnn", "mcdropout", "ensemble")] == [300, 100, 300, 300]
+    per_epoch = math.ceil(41157 / 32)
+    assert _epochs(c["bbb"], 41157, c) == 100_000 // per_epoch == 77
+    assert _epochs(c["fbnn"], 41157, c) == 25_000 // per_epoch == 19
+    assert _epochs({"epochs": 5, "max_steps": 1}, 41157, c) == 1  # at least one epoch
+    assert _epochs({"epochs": 5}, 41157, c) == 5  # no cap given

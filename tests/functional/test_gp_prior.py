@@ -209,6 +209,10 @@ def test_cholesky_retries_with_a_larger_jitter_on_duplicated_dense_points():
     k = gp.covariance(x) + delta * torch.eye(100, dtype=F64)
     assert torch.isfinite(chol).all()
     torch.testing.assert_close(chol @ chol.T, k)
+    # The jitter goes onto the diagonal in place, each try from the original diagonal: the factor
+    # is bitwise that of the dense sum, and K itself is not left altered between calls.
+    assert torch.equal(chol, torch.linalg.cholesky(k))
+    assert torch.equal(gp.cholesky(x)[0], chol)
     # The default relative jitter (1e-6) factorises at once.
     assert GPPrior("rbf", lengthscale=1.0, outputscale=2.0).cholesky(x)[1] == pytest.approx(2e-6)
 

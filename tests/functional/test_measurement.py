@@ -88,6 +88,23 @@ def test_draws_without_replacement_when_enough_rows_and_with_replacement_otherwi
     assert len(deduped) == len(dedupe_rows(many)) and len(dedupe_rows(deduped)) == len(deduped)
 
 
+def test_draws_from_training_rows_that_repeat_are_still_deduplicated():
+    # Distinct training rows drawn without replacement cannot repeat (the sampler skips the
+    # row-wise unique there); training data with repeated rows must still be deduplicated.
+    x = train(30)
+    distinct = MeasurementPoints(num_from_data=25, num_uniform=0).bind(x)
+    assert distinct.train_distinct
+    xm = distinct.sample(None, gen(1))
+    assert xm.shape == (25, 2) and len(dedupe_rows(xm)) == 25
+    repeated = MeasurementPoints(num_from_data=25, num_uniform=0).bind(torch.cat([x, x]))
+    assert not repeated.train_distinct
+    sizes = [len(repeated.sample(None, gen(s))) for s in range(5)]
+    for s in range(5):
+        xm = repeated.sample(None, gen(s))
+        assert len(dedupe_rows(xm)) == len(xm) and is_row_of(xm, x).all()
+    assert min(sizes) < 25  # 25 of 60 rows that come in pairs: some pair is drawn twice
+
+
 def test_dedupe_keeps_first_occurrences_in_order_and_makes_k_factorisable():
     x = torch.tensor([[1.0, 0.0], [2.0, 0.0], [1.0, 0.0], [0.5, 1.0], [2.0, 0.0]])
     torch.testing.assert_close(dedupe_rows(x), x[[0, 1, 3]])
