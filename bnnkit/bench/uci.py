@@ -14,7 +14,8 @@ Protocol (bnnkit's defaults where the paper is silent; the report states every o
   thinned by ``thin`` (paper: 500 burn-in iterations, 15 draws, thinning unknown), N(0, 1)
   weight prior for sgld/sghmc, the fitted RBF GP prior at measurement points for the functional
   methods (all training inputs when N <= 1000, else 1000 random ones, as in the paper); step
-  sizes fixed (chosen on Boston split 0), or with ``--tune`` chosen per split from 0.1, 0.3, 1
+  sizes fixed (chosen on Boston split 0; smaller past ``step_rows`` training rows, see
+  :func:`default_step_size`), or with ``--tune`` chosen per split from 0.1, 0.3, 1
   and 3 x those by short chains on 80/20 of the training rows: the lowest held-out NLL among
   the settings whose chains look stationary, else the default (design note: "tune on a grid");
 - nuts: full-batch NUTS (the gold standard on small sets), N(0, 1) prior; ``hmc`` is accepted as
@@ -164,6 +165,7 @@ DEFAULTS = {
     "thin": 50,
     # Chosen on Boston split 0 (bnnkit.tune-style sweep); fixed-noise runs needed ~10x smaller steps.
     "step_size": {"sgld": 3e-4, "sghmc": 3e-3, "fsgld": 3e-4, "fsghmc": 3e-3},
+    "step_rows": 1500,  # past this many training rows the default steps shrink (default_step_size)
     "friction": 10.0,
     "nuts": {"warmup": 300, "draws": 100, "max_tree_depth": 7},
     # max_steps caps the optimiser steps on large sets (protein: 300 epochs would be 386k steps);
@@ -261,8 +263,11 @@ SG_METHODS = ("sgld", "sghmc", "fsgld", "fsghmc")
 VI_METHODS = ("bbb", "fbnn", "mcdropout", "ensemble")
 
 
-def _sg_setup(method: str, x: torch.Tensor, y: torch.Tensor, cfg: dict, gp: Any) -> tuple[Any, Callable]:
-    """The posterior of an SG-MCMC method on ``(x, y)`` and ``step_size -> algorithm``."""
+def _sg_setup(
+    method: str, x: torch.Tensor, y: torch.Tensor, cfg: dict, gp: Any, rows: int
+) -> tuple[Any, Callable]:
+    """The posterior of an SG-MCMC method on ``(x, y)`` and ``step_size -> algorithm``; ``rows``
+    is the size of the full training set, which sets SGHMC's friction."""
     from ..functional import FSGHMC, FSGLD, FunctionalPosterior, MeasurementPoints
     from ..sgmcmc import SGHMC, SGLD
 
@@ -277,12 +282,32 @@ def _sg_setup(method: str, x: torch.Tensor, y: torch.Tensor, cfg: dict, gp: Any)
         post: Any = FunctionalPosterior(net, lik, gp, meas, x, num_data=n)
     else:
         post = Posterior(net, lik, GaussianPrior(1.0), num_data=n)
-    friction = cfg["friction"]
+    c = friction(rows, cfg)
     kinds = {"sgld": SGLD, "fsgld": FSGLD}
     if method in kinds:
         return post, kinds[method]
     kind = SGHMC if method == "sghmc" else FSGHMC
-    return post, lambda step_size: kind(step_size, friction=friction)
+    return post, lambda step_size: kind(step_size, friction=c)
+
+
+def default_step_size(method: str, n: int, cfg: dict[str, Any]) -> float:
+    """The default step of ``method`` for ``n`` training rows.
+
+    The defaults were chosen on Boston and hold on the sets of up to ``cfg["step_rows"]`` (1,500)
+    rows.  The minibatch gradient ``(N/n) sum_B`` grows with N, so past that the step shrinks with
+    ``r = step_rows / N``: SGLD's step is a learning rate and scales as ``r``; SGHMC's learning
+    rate is ``eps^2``, so ``eps`` scales as ``sqrt(r)`` and the friction as ``1 / sqrt(r)``
+    (:func:`friction`), which keeps the momentum decay ``eps C`` of the default.  At the plain
+    defaults the protein chains of SGLD and SGHMC diverged.
+    """
+    base = cfg["step_size"][method]
+    r = min(1.0, cfg["step_rows"] / n)
+    return float(f"{base * (r if method in ('sgld', 'fsgld') else math.sqrt(r)):.6g}")
+
+
+def friction(n: int, cfg: dict[str, Any]) -> float:
+    """SGHMC's friction ``C`` for ``n`` training rows (see :func:`default_step_size`)."""
+    return cfg["friction"] / math.sqrt(min(1.0, cfg["step_rows"] / n))
 
 
 def _tuned_step_size(method: str, x: torch.Tensor, y: torch.Tensor, cfg: dict, gp: Any, seed: int) -> float:
@@ -300,12 +325,12 @@ def _tuned_step_size(method: str, x: torch.Tensor, y: torch.Tensor, cfg: dict, g
     from ..sgmcmc.tune import tune
 
     t = cfg["tune"]
-    n = x.shape[0]
+    n = n_full = x.shape[0]  # the grid is around the full set's default: the chosen step runs there
     perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
     k = n - max(n // 5, 2)
     fit_rows, held_rows = perm[:k], perm[k:]
-    post, make = _sg_setup(method, x[fit_rows], y[fit_rows], cfg, gp)
-    base = cfg["step_size"][method]
+    post, make = _sg_setup(method, x[fit_rows], y[fit_rows], cfg, gp, n_full)
+    base = default_step_size(method, n_full, cfg)
     result = tune(
         make,
         {"step_size": [base * f for f in t["factors"]]},
@@ -365,10 +390,10 @@ def _run_method(method: str, data: Any, cfg: dict, noise: float, gp: Any, seed: 
         num_samples=cfg["draws"], num_warmup=cfg["burn_in"], thin=cfg["thin"], seed=seed, progress=progress
     )
     if method in SG_METHODS:
-        eps = cfg["step_size"][method]
+        eps = default_step_size(method, n, cfg)
         if cfg.get("tune"):
             eps = _tuned_step_size(method, x, y, cfg, gp, seed)
-        post, make = _sg_setup(method, x, y, cfg, gp)
+        post, make = _sg_setup(method, x, y, cfg, gp, n)
         s = sample(make(eps), post, stream, **sg)
         s.config["step_size_used"] = eps
         return post, s
@@ -674,19 +699,23 @@ def _report(
         + (f" --seed {seed}" if seed else "")
     )
     sg_run = {m: cfg["step_size"][m] for m in methods if m in SG_METHODS}
+    scaled = (
+        f" (on sets of N > {cfg['step_rows']} training rows, with r = {cfg['step_rows']}/N: SGLD's x r, "
+        "SGHMC's x sqrt(r) with the friction / sqrt(r))"
+    )
     if not sg_run:
         step_note = ""
     elif cfg.get("tune"):
         t = cfg["tune"]
         step_note = (
-            f"SG-MCMC step sizes: chosen per split from {t['factors']} x the defaults {sg_run} by "
+            f"SG-MCMC step sizes: chosen per split from {t['factors']} x the defaults {sg_run}{scaled} by "
             f"short chains ({t['burn_in']} burn-in, {t['draws']} draws, 2 chains) on 80/20 of the training "
             "rows: the lowest held-out NLL among the settings whose chains look stationary (R-hat and "
             "Geweke of the log density), else the default if it stayed finite; the chosen values are in "
             "the CSV/JSON (`step_size`)."
         )
     else:
-        step_note = f"SG-MCMC step sizes: fixed at {sg_run} (chosen on Boston split 0; `--tune` chooses them per split)."
+        step_note = f"SG-MCMC step sizes: fixed at {sg_run}{scaled} (chosen on Boston split 0; `--tune` chooses them per split)."
     vi_run = [m for m in methods if m in VI_METHODS]
     vi_note = (
         "VI baselines: "
