@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bnnkit.bench.uci import DEFAULTS, METHODS, _epochs, run_uci
+from bnnkit.bench.uci import DEFAULTS, METHODS, _epochs, default_step_size, friction, run_uci
 from bnnkit.core.errors import BnnkitError
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
@@ -164,3 +164,19 @@ def test_vi_epochs_are_capped_by_an_optimiser_step_budget_on_large_sets():
     assert _epochs(c["fbnn"], 41157, c) == 25_000 // per_epoch == 19
     assert _epochs({"epochs": 5, "max_steps": 1}, 41157, c) == 1  # at least one epoch
     assert _epochs({"epochs": 5}, 41157, c) == 5  # no cap given
+
+
+def test_default_steps_shrink_with_the_training_set_past_step_rows():
+    c = DEFAULTS
+    # Up to step_rows (1,500: every set up to wine) the defaults chosen on Boston are used as they are.
+    for n in (277, 927, 1439):
+        assert [default_step_size(m, n, c) for m in c["step_size"]] == list(c["step_size"].values())
+        assert friction(n, c) == c["friction"]
+    n = 41157  # protein
+    r = 1500 / n
+    assert default_step_size("sgld", n, c) == pytest.approx(c["step_size"]["sgld"] * r, rel=1e-5)
+    assert default_step_size("fsgld", n, c) == pytest.approx(c["step_size"]["fsgld"] * r, rel=1e-5)
+    eps = default_step_size("sghmc", n, c)
+    assert eps == pytest.approx(c["step_size"]["sghmc"] * math.sqrt(r), rel=1e-5)
+    # SGHMC keeps the default's momentum decay eps * C and so its learning rate eps^2 falls as 1/N.
+    assert eps * friction(n, c) == pytest.approx(c["step_size"]["sghmc"] * c["friction"], rel=1e-5)

@@ -274,6 +274,23 @@ def test_pretraining_recovers_known_hyperparameters():
     assert gp.config()["fitted"]["lengthscale"] == fitted["lengthscale"]
 
 
+def test_repeated_rows_do_not_collapse_the_fitted_noise():
+    # Exact repeats of (x, y) make the marginal likelihood unbounded as the noise goes to 0 (the
+    # wine-quality-red failure: noise 1e-4).  The fit drops them: with every row repeated it
+    # returns exactly the fit of the distinct rows, with a noise near the true 0.3^2.
+    g = torch.Generator().manual_seed(3)
+    x = torch.rand(60, 2, generator=g, dtype=F64) * 4
+    y = torch.sin(x[:, 0]) + 0.3 * torch.randn(60, generator=g, dtype=F64)
+    plain = GPPrior("rbf", input_dim=2).fit(x, y, num_steps=100, progress=False)
+    doubled = GPPrior("rbf", input_dim=2).fit(torch.cat([x, x]), torch.cat([y, y]), num_steps=100, progress=False)
+    assert doubled["num_points"] == 60
+    assert doubled["noise_variance"] == pytest.approx(plain["noise_variance"], rel=1e-9)
+    assert 0.3**2 / 3 < plain["noise_variance"] < 3 * 0.3**2
+    # Repeated inputs with different targets are evidence about the noise and stay.
+    y2 = torch.cat([y, y + 0.3 * torch.randn(60, generator=g, dtype=F64)])
+    assert GPPrior("rbf", input_dim=2).fit(torch.cat([x, x]), y2, num_steps=5, progress=False)["num_points"] == 120
+
+
 def test_shared_kernel_mll_equals_gpytorch_exact_mll_and_independent_gps():
     x, y, _ = draw_gp(40, 0.8, 1.0, 0.1, seed=3, columns=3)
     kernel = make_kernel("rbf", 1).double()
