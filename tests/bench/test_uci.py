@@ -168,12 +168,12 @@ def test_vi_epochs_are_capped_by_an_optimiser_step_budget_on_large_sets():
 
 def test_default_steps_shrink_with_the_training_set_past_step_rows():
     c = DEFAULTS
-    # Up to step_rows (1,500: every set up to wine) the defaults chosen on Boston are used as they are.
-    for n in (277, 927, 1439):
+    # Up to Boston's 455 training rows the defaults chosen there are used as they are.
+    for n in (277, 455):
         assert [default_step_size(m, n, c) for m in c["step_size"]] == list(c["step_size"].values())
         assert friction(n, c) == c["friction"]
     n = 41157  # protein
-    r = 1500 / n
+    r = 455 / n
     assert default_step_size("sgld", n, c) == pytest.approx(c["step_size"]["sgld"] * r, rel=1e-5)
     assert default_step_size("fsgld", n, c) == pytest.approx(c["step_size"]["fsgld"] * r, rel=1e-5)
     eps = default_step_size("sghmc", n, c)
