@@ -259,6 +259,9 @@ def canonical_methods(methods: Sequence[str], known: Sequence[str]) -> list[str]
     return out
 
 
+# Raised whenever a default changes what a cell's numbers are, so that --resume never mixes cells of
+# two protocols.  2: GP fit without repeated (x, y) rows, SG-MCMC steps scaled to N, VI step cap.
+PROTOCOL = 2
 SG_METHODS = ("sgld", "sghmc", "fsgld", "fsghmc")
 VI_METHODS = ("bbb", "fbnn", "mcdropout", "ensemble")
 
@@ -526,7 +529,7 @@ def run_uci(
         partial.write_text("".join(json.dumps(c) + "\n" for c in kept))  # drop a line cut short
         for c in kept:
             if c.get("seed") == seed + c.get("split", -1) and _settings(c["method"], quick, tune) == {
-                k: c.get(k) for k in ("quick", "tuned")
+                k: c.get(k, 1 if k == "protocol" else None) for k in ("quick", "tuned", "protocol")
             }:
                 done[(c["dataset"], c["split"], c["method"])] = c
     else:
@@ -606,9 +609,14 @@ def _write(out: Path, report: dict[str, Any], cells: list[dict[str, Any]]) -> No
 
 def _settings(method: str, quick: bool, tune: bool) -> dict[str, Any]:
     """What a cell's numbers depend on beyond data set, split, method and seed (``--resume`` reuses
-    a cell only when these match); ``--tune`` changes only the SG-MCMC methods."""
+    a cell only when these match); ``--tune`` changes only the SG-MCMC methods.  A cell written
+    before ``protocol`` was recorded counts as protocol 1."""
     tuned = tune and method in SG_METHODS
-    return {"quick": quick, "tuned": (QUICK_TUNE if quick else TUNE)["rule"] if tuned else False}
+    return {
+        "quick": quick,
+        "tuned": (QUICK_TUNE if quick else TUNE)["rule"] if tuned else False,
+        "protocol": PROTOCOL,
+    }
 
 
 def _valid_lines(path: Path, log: Callable[[str], None]) -> list[dict[str, Any]]:
@@ -637,7 +645,13 @@ def _read_cells(
             f"{path} does not exist; pass the uci_cells.jsonl that a `bnnkit bench uci` run wrote."
         )
     names = {resolve_uci_name(d) for d in datasets}
-    cells = [c for c in _valid_lines(path, log) if c.get("dataset") in names and c.get("method") in methods]
+    latest: dict[tuple, dict[str, Any]] = {}  # a later line for the same cell (a rerun) supersedes
+    lines = [c for c in _valid_lines(path, log) if c.get("dataset") in names and c.get("method") in methods]
+    for c in lines:
+        latest[(c["dataset"], c["split"], c["method"])] = c
+    if len(latest) < len(lines):
+        log(f"{path}: {len(lines) - len(latest)} cell(s) superseded by a later line for the same cell")
+    cells = list(latest.values())
     if not cells:
         raise BnnkitError(
             f"{path} holds no cell of datasets {sorted(names)} and methods {list(methods)}; check the arguments."

@@ -127,6 +127,23 @@ def test_resume_runs_only_the_missing_cells_and_gives_a_single_runs_numbers(tmp_
     assert [c["rmse"] for c in resumed["cells"]] == [c["rmse"] for c in whole["cells"]]
     assert len((out / "uci_cells.jsonl").read_text().splitlines()) == 4
 
+    # cells of an older protocol (written before the key existed: protocol 1) are not reused
+    ran.clear()
+    old = [json.loads(x) for x in (out / "uci_cells.jsonl").read_text().splitlines()]
+    assert {c["protocol"] for c in old} == {uci.PROTOCOL}
+    old[0].pop("protocol")
+    (out / "uci_cells.jsonl").write_text("".join(json.dumps(c) + "\n" for c in old))
+    run_uci(["yacht"], ["sghmc", "bbb"], splits=2, out=out, resume=True, **kw)
+    assert ran == ["sghmc"]
+
+    # --from-cells takes the rerun (the later line) of a cell, not both
+    said.clear()
+    rebuilt = run_uci(
+        ["yacht"], ["sghmc", "bbb"], splits=2, out=tmp_path / "rebuilt", from_cells=out / "uci_cells.jsonl",
+        **{**kw, "log": said.append},
+    )  # fmt: skip
+    assert len(rebuilt["cells"]) == 4 and any("superseded" in s for s in said)
+
     # cells from another setting are not reused: --tune changes the SG-MCMC cells only
     ran.clear()
     run_uci(["yacht"], ["sghmc", "bbb"], splits=1, out=out, resume=True, tune=True, **kw)
