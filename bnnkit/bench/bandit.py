@@ -104,7 +104,8 @@ from ..core.errors import BnnkitError
 from ..core.random import make_generator
 from .models import mlp
 
-METHODS = ("sgld", "fsgld", "bbb", "greedy0", "greedy1", "greedy5")
+# Appended, never reordered: a method's agent generator is make_generator(seed, 2 + its index).
+METHODS = ("sgld", "fsgld", "bbb", "greedy0", "greedy1", "greedy5", "sghmc", "fsghmc")
 GREEDY_EPSILON = {"greedy0": 0.0, "greedy1": 0.01, "greedy5": 0.05}
 PATTERNS = (0.4, 0.5, 0.6)
 SEEDS = (0, 1, 2)
@@ -124,6 +125,7 @@ DEFAULTS: dict[str, Any] = {
     "fsgld_lr": 0.5,
     "sgld_max_step": 1e-3,
     "fsgld_max_step": 2e-4,
+    "sghmc_momentum_decay": 0.1,
     "gp_lengthscale": 2.0,
     "gp_outputscale": 0.25,
     "fsgld_weight_scale": 0.2,
@@ -365,6 +367,17 @@ class _GreedyAgent:
         return all(bool(torch.isfinite(p).all()) for p in self.net.parameters())
 
 
+def _hmc_like(kind: Any, momentum_decay: float) -> Callable[[float], Any]:
+    """``eps -> (f)SGHMC`` whose drift matches (f)SGLD's at step ``eps``.
+
+    SGLD moves ``(eps / 2) g`` per step.  SGHMC in learning-rate form, ``v <- (1 - a) v + lr g +
+    noise``, ``w <- w + v``, moves ``lr g / a`` per step once the momentum has settled, so
+    ``lr = a eps / 2`` gives the same drift; the momentum carries the chain through ``1 / a``
+    steps of one minibatch's noise instead of one.
+    """
+    return lambda eps: kind.from_learning_rate(momentum_decay * eps / 2, momentum_decay)
+
+
 def _make_agent(method: str, d: int, cfg: dict, seed: int, blocks: list[tuple[int, int]]) -> Any:
     from ..core.posterior import Posterior
     from ..likelihoods import Gaussian
@@ -380,13 +393,14 @@ def _make_agent(method: str, d: int, cfg: dict, seed: int, blocks: list[tuple[in
     prior = GaussianPrior(cfg["prior_scales"]["default"], scales=scales)
     if method == "bbb":
         return _BBBAgent(Posterior(net, lik, prior, num_data=1), cfg)
-    if method == "sgld":
-        from ..sgmcmc import SGLD
+    if method in ("sgld", "sghmc"):
+        from ..sgmcmc import SGHMC, SGLD
 
         post = Posterior(net, lik, prior, num_data=1)
-        return _SGMCMCAgent(post, SGLD, cfg["sgld_lr"], cfg["sgld_max_step"], post.initial_position("module"))
-    if method == "fsgld":
-        from ..functional import FSGLD, FunctionalPosterior, GPPrior
+        alg = SGLD if method == "sgld" else _hmc_like(SGHMC, cfg["sghmc_momentum_decay"])
+        return _SGMCMCAgent(post, alg, cfg["sgld_lr"], cfg["sgld_max_step"], post.initial_position("module"))
+    if method in ("fsgld", "fsghmc"):
+        from ..functional import FSGHMC, FSGLD, FunctionalPosterior, GPPrior
 
         gp = GPPrior(
             "rbf",
@@ -408,8 +422,9 @@ def _make_agent(method: str, d: int, cfg: dict, seed: int, blocks: list[tuple[in
             num_data=1,
             weight_scale=cfg["fsgld_weight_scale"],
         )
+        alg = FSGLD if method == "fsgld" else _hmc_like(FSGHMC, cfg["sghmc_momentum_decay"])
         return _SGMCMCAgent(
-            post, FSGLD, cfg["fsgld_lr"], cfg["fsgld_max_step"], post.initial_position("module")
+            post, alg, cfg["fsgld_lr"], cfg["fsgld_max_step"], post.initial_position("module")
         )
     raise BnnkitError(f"unknown method {method!r}; choose from {', '.join(METHODS)}.")
 
@@ -561,7 +576,7 @@ def run_bandit(
     """Run the Mushroom bandit for every method, pattern and seed; write PNGs, JSON, CSV, markdown.
 
     Args:
-        methods: any of ``sgld, fsgld, bbb, greedy0, greedy1, greedy5`` (all by default).
+        methods: any of ``sgld, fsgld, bbb, greedy0, greedy1, greedy5, sghmc, fsghmc`` (all by default).
         patterns: probabilities ``p`` that eating a poisonous mushroom gives -35 (default the
             paper's 0.4, 0.5, 0.6; quick mode: 0.5 only).
         seeds: one run per seed (default 0, 1, 2; quick mode: 0, 1).
@@ -758,6 +773,8 @@ COLOURS = {
     "greedy0": "tab:red",
     "greedy1": "tab:purple",
     "greedy5": "tab:brown",
+    "sghmc": "tab:olive",
+    "fsghmc": "tab:cyan",
 }
 
 

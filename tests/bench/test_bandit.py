@@ -144,6 +144,36 @@ def test_sgmcmc_agent_keeps_num_data_at_the_buffer_size():
     assert agent.finite() and agent.act(contexts[0], gen) in (EAT, REJECT)
 
 
+def test_sghmc_agents_drift_like_the_sgld_agents_at_the_same_step():
+    # Settled momentum moves lr g / a per step = eps g / C; SGLD moves (eps_sgld / 2) g.
+    from bnnkit.functional import FSGHMC
+    from bnnkit.sgmcmc import SGHMC
+
+    for kind in (SGHMC, FSGHMC):
+        alg = bandit._hmc_like(kind, 0.1)(1e-3)
+        assert isinstance(alg, kind)
+        c = alg.config()
+        assert c["step_size"] * c["friction"] == pytest.approx(0.1)  # momentum decay a
+        assert c["step_size"] / c["friction"] == pytest.approx(1e-3 / 2)
+
+
+@needs_data
+def test_sghmc_agent_plays_and_keeps_its_momentum_across_interactions():
+    from bnnkit.data.mushroom import load_mushroom
+
+    contexts, edible = load_mushroom(DATA)
+    cfg = {**bandit.DEFAULTS, **bandit.QUICK}
+    run = bandit.play("sghmc", contexts, edible, 0.5, 40, 0, cfg)
+    assert run["cumulative_regret"].shape == (40,)
+    agent = bandit._make_agent("fsghmc", 119, cfg, 0, bandit.attribute_blocks(contexts))
+    buf = Buffer(8, 119)
+    gen = torch.Generator().manual_seed(0)
+    for i in range(3):
+        buf.add(torch.cat([contexts[i], torch.tensor([1.0, 0.0])]), 0.25)
+        agent.update(buf, cfg, gen)
+    assert agent.finite() and float(agent.state.momentum.abs().sum()) > 0
+
+
 @needs_data
 def test_quick_mode_runs_every_method_and_writes_its_files(tmp_path):
     # quick defaults (300 interactions, pattern 0.5, 20 hidden units), one seed to keep the test short
