@@ -105,7 +105,7 @@ from ..core.random import make_generator
 from .models import mlp
 
 # Appended, never reordered: a method's agent generator is make_generator(seed, 2 + its index).
-METHODS = ("sgld", "fsgld", "bbb", "greedy0", "greedy1", "greedy5", "sghmc", "fsghmc")
+METHODS = ("sgld", "fsgld", "bbb", "greedy0", "greedy1", "greedy5", "sghmc", "fsghmc", "fbnn")
 GREEDY_EPSILON = {"greedy0": 0.0, "greedy1": 0.01, "greedy5": 0.05}
 PATTERNS = (0.4, 0.5, 0.6)
 SEEDS = (0, 1, 2)
@@ -136,6 +136,7 @@ DEFAULTS: dict[str, Any] = {
     "bbb_updates": 8,
     "bbb_init_sigma": 0.01,
     "bbb_estimator": "local",
+    "fbnn_function_samples": 10,
     "greedy_lr": 3e-3,
     "greedy_weight_decay": 1e-4,
     "curve_points": 200,
@@ -336,6 +337,40 @@ class _BBBAgent:
         return bool(torch.isfinite(self.q.mu).all() and torch.isfinite(self.q.rho).all())
 
 
+class _FBNNAgent(_BBBAgent):
+    """Thompson sampling with one weight draw from FBNN's mean-field q, trained online.
+
+    Each update is a step of the functional ELBO (:meth:`~bnnkit.vi.FBNN.terms`) on a buffer
+    minibatch with the fsgld agent's GP prior at its measurement points (both actions of the
+    minibatch's and random mushrooms), the same learning rate, number of updates and initial q
+    as bbb.
+    """
+
+    def __init__(self, posterior: Any, cfg: dict):
+        from ..vi.fbnn import FBNN
+        from ..vi.meanfield import MeanFieldGaussian
+
+        self.posterior = posterior
+        # include_batch=False: the measurement points already hold each minibatch context with
+        # both actions, so the batch rows themselves would repeat points of K.
+        self.fbnn = FBNN(
+            lr=cfg["bbb_lr"], num_function_samples=cfg["fbnn_function_samples"], include_batch=False
+        )
+        self.q = MeanFieldGaussian(posterior, cfg["bbb_init_sigma"])
+        self.opt = torch.optim.Adam(self.q.parameters(), lr=cfg["bbb_lr"])
+
+    def update(self, buf: Buffer, cfg: dict, gen: torch.Generator) -> None:
+        n = buf.size
+        self.posterior.num_data = n
+        for _ in range(cfg["bbb_updates"]):
+            xb, yb = buf.sample(cfg["batch_size"], gen)
+            ll, kl = self.fbnn.terms(self.posterior, self.q, (xb, yb), n, gen)
+            loss = -(ll - kl) / n
+            self.opt.zero_grad(set_to_none=True)
+            loss.backward()
+            self.opt.step()
+
+
 class _GreedyAgent:
     """MAP network (Adam with weight decay on the squared error), epsilon-greedy."""
 
@@ -399,7 +434,7 @@ def _make_agent(method: str, d: int, cfg: dict, seed: int, blocks: list[tuple[in
         post = Posterior(net, lik, prior, num_data=1)
         alg = SGLD if method == "sgld" else _hmc_like(SGHMC, cfg["sghmc_momentum_decay"])
         return _SGMCMCAgent(post, alg, cfg["sgld_lr"], cfg["sgld_max_step"], post.initial_position("module"))
-    if method in ("fsgld", "fsghmc"):
+    if method in ("fsgld", "fsghmc", "fbnn"):
         from ..functional import FSGHMC, FSGLD, FunctionalPosterior, GPPrior
 
         gp = GPPrior(
@@ -422,6 +457,8 @@ def _make_agent(method: str, d: int, cfg: dict, seed: int, blocks: list[tuple[in
             num_data=1,
             weight_scale=cfg["fsgld_weight_scale"],
         )
+        if method == "fbnn":
+            return _FBNNAgent(post, cfg)
         alg = FSGLD if method == "fsgld" else _hmc_like(FSGHMC, cfg["sghmc_momentum_decay"])
         return _SGMCMCAgent(
             post, alg, cfg["fsgld_lr"], cfg["fsgld_max_step"], post.initial_position("module")
@@ -576,7 +613,7 @@ def run_bandit(
     """Run the Mushroom bandit for every method, pattern and seed; write PNGs, JSON, CSV, markdown.
 
     Args:
-        methods: any of ``sgld, fsgld, bbb, greedy0, greedy1, greedy5, sghmc, fsghmc`` (all by default).
+        methods: any of ``sgld, fsgld, bbb, greedy0, greedy1, greedy5, sghmc, fsghmc, fbnn`` (all by default).
         patterns: probabilities ``p`` that eating a poisonous mushroom gives -35 (default the
             paper's 0.4, 0.5, 0.6; quick mode: 0.5 only).
         seeds: one run per seed (default 0, 1, 2; quick mode: 0, 1).
@@ -775,6 +812,7 @@ COLOURS = {
     "greedy5": "tab:brown",
     "sghmc": "tab:olive",
     "fsghmc": "tab:cyan",
+    "fbnn": "tab:pink",
 }
 
 

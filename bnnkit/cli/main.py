@@ -113,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     ban.add_argument(
         "--methods",
         default=None,
-        help="comma-separated (default: all: sgld,fsgld,bbb,greedy0,greedy1,greedy5,sghmc,fsghmc)",
+        help="comma-separated (default: all: sgld,fsgld,bbb,greedy0,greedy1,greedy5,sghmc,fsghmc,fbnn)",
     )
     ban.add_argument("--patterns", default=None, help="poison probabilities, e.g. 0.4,0.5,0.6 (the default)")
     ban.add_argument("--seeds", default=None, help="e.g. 0,1,2 (the default)")

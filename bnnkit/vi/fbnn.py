@@ -78,6 +78,44 @@ class FBNN:
     def config(self) -> dict:
         return asdict(self)
 
+    def terms(
+        self, posterior, q: MeanFieldGaussian, batch: tuple[Tensor, Tensor], n: int, gen: torch.Generator
+    ) -> tuple[Tensor, Tensor]:
+        """One minibatch's ``(N/n) sum_B E_q[log p(y|f)]`` and KL surrogate (its gradient is the
+        functional KL's), both differentiable in ``q``; ``n`` is the data size N.
+
+        The loss of a step is ``-(ll - kl_weight * kl)``; :meth:`fit` runs it over epochs, an
+        online learner (the bandit) on its own minibatches.
+        """
+        xb, yb = batch
+        S = self.num_function_samples
+        # The GP and the measurement sampler see flat rows; the network its own input shape
+        # (e.g. images), as in FunctionalPosterior.
+        xb_flat = xb.reshape(xb.shape[0], -1)
+        xm = posterior.measurement.sample(xb_flat, gen).to(xb.dtype)
+        x_meas = torch.cat([xb_flat, xm]) if self.include_batch else xm
+        eps = torch.randn((S, q.mu.numel()), generator=gen, dtype=q.mu.dtype)
+        w = q.mu + q.sigma * eps  # reparameterised draws
+        x_all = torch.cat([xb, x_meas.reshape(-1, *xb.shape[1:])])
+        out = torch.func.vmap(lambda wi: posterior.forward(posterior.split(wi)[0], x_all))(w)
+        out = out.reshape(S, x_all.shape[0], -1)  # [S, n + P, C]
+        f_b, f_x = out[:, : xb.shape[0]], out[:, xb.shape[0] :]  # [S, n, C], [S, P, C]
+        ll = torch.stack([posterior.likelihood.log_prob(f_b[s], yb, {}) for s in range(S)]).mean()
+        ll = ll * (n / xb.shape[0])
+        # scores of q (SSGE, on noisy draws) and of the GP prior (closed form), no gradient
+        with torch.no_grad():
+            flat = f_x.reshape(S, -1)
+            noisy = flat + self.injected_noise * torch.randn(flat.shape, generator=gen, dtype=flat.dtype)
+            score_q = ssge_score(noisy, num_eigen=self.num_eigen).reshape(f_x.shape)
+            chol, _ = posterior.gp.cholesky(x_meas)
+            m = posterior.gp.mean(x_meas).double()
+            m = m[:, None] if m.ndim == 1 else m  # [P, 1] or [P, C]
+            resid = f_x.double() - m  # [S, P, C]
+            rhs = resid.permute(1, 0, 2).reshape(resid.shape[1], -1)  # [P, S*C]: one solve
+            alpha = torch.cholesky_solve(rhs, chol).reshape(resid.shape[1], S, -1).permute(1, 0, 2)
+            score_p = -alpha.to(f_x.dtype)
+        return ll, ((score_q - score_p) * f_x).sum() / S
+
     def fit(
         self, posterior, data: tuple[Tensor, Tensor], *, seed: int = 0, progress: bool = True
     ) -> VIResult:
@@ -94,7 +132,6 @@ class FBNN:
         gen = make_generator(seed, 0)
         q = MeanFieldGaussian(posterior, self.init_sigma)
         opt = torch.optim.Adam(q.parameters(), lr=self.lr)
-        S = self.num_function_samples
         batches = math.ceil(n / bs)
         sched = (
             torch.optim.lr_scheduler.CosineAnnealingLR(opt, self.num_epochs * batches)
@@ -104,42 +141,12 @@ class FBNN:
         history: dict[str, list[float]] = {"elbo": [], "nll": [], "kl_surrogate": []}
         bar = _bar(self.num_epochs, progress)
 
-        def functions(w: Tensor, x: Tensor) -> Tensor:  # [S, P, C]
-            out = torch.func.vmap(lambda wi: posterior.forward(posterior.split(wi)[0], x))(w)
-            return out.reshape(w.shape[0], x.shape[0], -1)
-
         for _ in range(self.num_epochs):
             perm = torch.randperm(n, generator=gen)
             e_ll, e_kl = 0.0, 0.0
             for b in range(batches):
                 idx = perm[b * bs : (b + 1) * bs]
-                xb, yb = inputs[idx], targets[idx]
-                # The GP and the measurement sampler see flat rows; the network its own input shape
-                # (e.g. images), as in FunctionalPosterior.
-                xb_flat = xb.reshape(xb.shape[0], -1)
-                xm = posterior.measurement.sample(xb_flat, gen).to(inputs.dtype)
-                x_meas = torch.cat([xb_flat, xm]) if self.include_batch else xm
-                eps = torch.randn((S, q.mu.numel()), generator=gen, dtype=q.mu.dtype)
-                w = q.mu + q.sigma * eps  # reparameterised draws
-                out = functions(w, torch.cat([xb, x_meas.reshape(-1, *xb.shape[1:])]))
-                f_b, f_x = out[:, : xb.shape[0]], out[:, xb.shape[0] :]  # [S, n, C], [S, P, C]
-                ll = torch.stack([posterior.likelihood.log_prob(f_b[s], yb, {}) for s in range(S)]).mean()
-                ll = ll * (n / xb.shape[0])
-                # scores of q (SSGE, on noisy draws) and of the GP prior (closed form), no gradient
-                with torch.no_grad():
-                    flat = f_x.reshape(S, -1)
-                    noisy = flat + self.injected_noise * torch.randn(
-                        flat.shape, generator=gen, dtype=flat.dtype
-                    )
-                    score_q = ssge_score(noisy, num_eigen=self.num_eigen).reshape(f_x.shape)
-                    chol, _ = posterior.gp.cholesky(x_meas)
-                    m = posterior.gp.mean(x_meas).double()
-                    m = m[:, None] if m.ndim == 1 else m  # [P, 1] or [P, C]
-                    resid = f_x.double() - m  # [S, P, C]
-                    rhs = resid.permute(1, 0, 2).reshape(resid.shape[1], -1)  # [P, S*C]: one solve
-                    alpha = torch.cholesky_solve(rhs, chol).reshape(resid.shape[1], S, -1).permute(1, 0, 2)
-                    score_p = -alpha.to(f_x.dtype)
-                kl_sur = ((score_q - score_p) * f_x).sum() / S
+                ll, kl_sur = self.terms(posterior, q, (inputs[idx], targets[idx]), n, gen)
                 loss = -(ll - self.kl_weight * kl_sur)  # ll estimates the full-data term
                 opt.zero_grad(set_to_none=True)
                 loss.backward()

@@ -175,6 +175,27 @@ def test_sghmc_agent_plays_and_keeps_its_momentum_across_interactions():
 
 
 @needs_data
+def test_fbnn_agent_learns_its_q_with_the_functional_prior():
+    from bnnkit.data.mushroom import load_mushroom
+
+    contexts, _ = load_mushroom(DATA)
+    cfg = {**bandit.DEFAULTS, **bandit.QUICK}
+    agent = bandit._make_agent("fbnn", 119, cfg, 0, bandit.attribute_blocks(contexts))
+    assert hasattr(agent.posterior, "gp") and not agent.fbnn.include_batch
+    mu0 = agent.q.mu.detach().clone()
+    buf = Buffer(16, 119)
+    gen = torch.Generator().manual_seed(0)
+    for i in range(4):
+        buf.add(torch.cat([contexts[i], torch.tensor([1.0, 0.0])]), 0.25)
+        agent.update(buf, cfg, gen)
+        assert agent.posterior.num_data == buf.size
+    assert agent.finite() and not torch.equal(agent.q.mu, mu0)
+    # Thompson: two decisions use two independent weight draws from q
+    w1, w2 = agent.q.sample(1, gen)[0], agent.q.sample(1, gen)[0]
+    assert not torch.equal(w1, w2) and agent.act(contexts[0], gen) in (EAT, REJECT)
+
+
+@needs_data
 def test_quick_mode_runs_every_method_and_writes_its_files(tmp_path):
     # quick defaults (300 interactions, pattern 0.5, 20 hidden units), one seed to keep the test short
     report = run_bandit(quick=True, seeds=(0,), out=tmp_path, root=str(DATA), progress=False, log=quiet)
