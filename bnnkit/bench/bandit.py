@@ -52,11 +52,19 @@ Agent (bnnkit's choices where the paper is silent; the report lists every value 
   keeps the target proper: without it (the paper's setting) or with 1.0 the weights drift along
   the network's flat directions over the 20,000 steps of a run (weight norm 80-110 after 2000
   interactions against 24 for sgld) and the predictions for new mushrooms drift with them;
+- sghmc / fsghmc: SGHMC on sgld's posterior and fSGHMC on fsgld's, in learning-rate form with
+  momentum decay ``a = sghmc_momentum_decay = 0.1`` and learning rate ``a eps / 2`` for the step
+  ``eps`` of sgld / fsgld, so the settled momentum moves the chain as far per step as (f)SGLD;
+  the momentum is kept across interactions;
 - bbb: Bayes by Backprop, mean-field Gaussian q over the same network and prior as sgld, Adam
   (lr 3e-3) on ``-(n/M E_q[log p(batch)] - KL) / n`` with the local reparameterisation,
   ``init_sigma = 0.01``, ``bbb_updates = 8`` steps per interaction (with 2, q lags the data and
   the agent stays near random: regret 6100 against 2740 after 2000 interactions on seed 0); the
   Thompson draw is one draw of all the weights from q;
+- fbnn: functional VI (:class:`~bnnkit.vi.FBNN`, Sun et al. 2019) with fsgld's GP prior at fsgld's
+  measurement points, ``fbnn_function_samples = 10`` function draws per step for the spectral
+  Stein score, and bbb's optimiser, updates, initial q and Thompson draw (one draw of all the
+  weights from q); about 15 ms per update unloaded, so 8 updates make it the slowest agent;
 - greedy0 / greedy1 / greedy5: the same network from the same initial weights trained by Adam
   (lr 3e-3, weight decay 1e-4) on the mean squared error (MAP), ``updates`` steps per interaction,
   epsilon-greedy with epsilon 0, 1%, 5%.
