@@ -324,13 +324,19 @@ class _BBBAgent:
         self.q = MeanFieldGaussian(posterior, cfg["bbb_init_sigma"])
         self.opt = torch.optim.Adam(self.q.parameters(), lr=cfg["bbb_lr"])
 
+    def _elbo_terms(
+        self, batch: tuple[Tensor, Tensor], n: int, gen: torch.Generator
+    ) -> tuple[Tensor, Tensor]:
+        """The minibatch estimate of the full-data expected log likelihood, and the KL term."""
+        ll, kl = self.bbb.terms(self.plan, self.q, batch, gen)
+        return ll * (n / batch[0].shape[0]), kl
+
     def update(self, buf: Buffer, cfg: dict, gen: torch.Generator) -> None:
         n = buf.size
         self.posterior.num_data = n
         for _ in range(cfg["bbb_updates"]):
-            xb, yb = buf.sample(cfg["batch_size"], gen)
-            ll, kl = self.bbb.terms(self.plan, self.q, (xb, yb), gen)
-            loss = -(ll * (n / xb.shape[0]) - kl) / n
+            ll, kl = self._elbo_terms(buf.sample(cfg["batch_size"], gen), n, gen)
+            loss = -(ll - kl) / n
             self.opt.zero_grad(set_to_none=True)
             loss.backward()
             self.opt.step()
@@ -367,16 +373,10 @@ class _FBNNAgent(_BBBAgent):
         self.q = MeanFieldGaussian(posterior, cfg["bbb_init_sigma"])
         self.opt = torch.optim.Adam(self.q.parameters(), lr=cfg["bbb_lr"])
 
-    def update(self, buf: Buffer, cfg: dict, gen: torch.Generator) -> None:
-        n = buf.size
-        self.posterior.num_data = n
-        for _ in range(cfg["bbb_updates"]):
-            xb, yb = buf.sample(cfg["batch_size"], gen)
-            ll, kl = self.fbnn.terms(self.posterior, self.q, (xb, yb), n, gen)
-            loss = -(ll - kl) / n
-            self.opt.zero_grad(set_to_none=True)
-            loss.backward()
-            self.opt.step()
+    def _elbo_terms(
+        self, batch: tuple[Tensor, Tensor], n: int, gen: torch.Generator
+    ) -> tuple[Tensor, Tensor]:
+        return self.fbnn.terms(self.posterior, self.q, batch, n, gen)
 
 
 class _GreedyAgent:
