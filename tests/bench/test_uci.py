@@ -197,3 +197,26 @@ def test_default_steps_shrink_with_the_training_set_past_step_rows():
     assert eps == pytest.approx(c["step_size"]["sghmc"] * math.sqrt(r), rel=1e-5)
     # SGHMC keeps the default's momentum decay eps * C and so its learning rate eps^2 falls as 1/N.
     assert eps * friction(n, c) == pytest.approx(c["step_size"]["sghmc"] * c["friction"], rel=1e-5)
+
+
+def test_tuning_chains_burn_in_as_long_as_the_run_they_tune(monkeypatch):
+    # After a short burn-in a small step's chain has hardly moved and scores best (concrete split 0:
+    # the 0.1x SGLD step won at 500 steps and was worst but one at the run's 4000).
+    import torch
+
+    import bnnkit.sgmcmc.tune as tune_module
+    from bnnkit.bench import uci
+
+    seen = {}
+
+    def fake_tune(make, grid, post, stream, heldout, **kw):
+        seen.update(kw, grid=grid)
+        raise RuntimeError("stop")
+
+    monkeypatch.setattr(tune_module, "tune", fake_tune)
+    cfg = {**uci.DEFAULTS, "tune": uci.TUNE}
+    x, y = torch.randn(40, 3), torch.randn(40)
+    with pytest.raises(RuntimeError, match="stop"):
+        uci._tuned_step_size("sgld", x, y, cfg, None, 0)
+    assert uci.TUNE["burn_in"] is None and seen["num_warmup"] == cfg["burn_in"] == 4000
+    assert seen["grid"]["step_size"] == [uci.DEFAULTS["step_size"]["sgld"] * f for f in uci.TUNE["factors"]]
