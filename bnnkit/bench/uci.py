@@ -208,7 +208,7 @@ TUNE = {
     "burn_in": None,
     "draws": 20,
     "thin": 10,
-    "rule": "run-length-burn-in, stationary-else-default",
+    "rule": "run-length-burn-in, vectorised pair, stationary-else-default",
 }
 QUICK_TUNE = {"factors": [0.3, 1.0], "burn_in": 20, "draws": 20, "thin": 1, "rule": "stationary-else-default"}
 QUICK = {
@@ -350,6 +350,9 @@ def _tuned_step_size(method: str, x: torch.Tensor, y: torch.Tensor, cfg: dict, g
         num_chains=2,
         seed=seed,
         progress=False,
+        # One batched computation for the pair: a functional posterior draws one measurement set
+        # and one factorisation per step for both (wine, 1000 points: 1.7x faster than in turn).
+        chain_method="vectorized",
     )
     return float(f"{_choose_step(result.rows, base):.6g}")  # 3e-05, not 2.9999999999999997e-05
 

@@ -219,4 +219,5 @@ def test_tuning_chains_burn_in_as_long_as_the_run_they_tune(monkeypatch):
     with pytest.raises(RuntimeError, match="stop"):
         uci._tuned_step_size("sgld", x, y, cfg, None, 0)
     assert uci.TUNE["burn_in"] is None and seen["num_warmup"] == cfg["burn_in"] == 4000
+    assert seen["chain_method"] == "vectorized"  # the pair shares each step's measurement points
     assert seen["grid"]["step_size"] == [uci.DEFAULTS["step_size"]["sgld"] * f for f in uci.TUNE["factors"]]
