@@ -523,7 +523,7 @@ def run_uci(
             raise BnnkitError(
                 "from_cells rebuilds the tables and runs nothing, resume runs the missing cells: pass one."
             )
-        cells = _read_cells(Path(from_cells), datasets, methods, log)
+        cells = _read_cells(Path(from_cells), datasets, methods, log, seed, quick, tune)
         report = _report(cells, datasets, methods, splits, quick, seed, cfg, requested, rebuilt=True)
         _write(out, report, cells)
         return report
@@ -534,9 +534,7 @@ def run_uci(
         kept = _valid_lines(partial, log)
         partial.write_text("".join(json.dumps(c) + "\n" for c in kept))  # drop a line cut short
         for c in kept:
-            if c.get("seed") == seed + c.get("split", -1) and _settings(c["method"], quick, tune) == {
-                k: c.get(k, 1 if k == "protocol" else None) for k in ("quick", "tuned", "protocol")
-            }:
+            if _same_run(c, seed, quick, tune):
                 done[(c["dataset"], c["split"], c["method"])] = c
     else:
         partial.write_text("")
@@ -625,6 +623,13 @@ def _settings(method: str, quick: bool, tune: bool) -> dict[str, Any]:
     }
 
 
+def _same_run(cell: dict[str, Any], seed: int, quick: bool, tune: bool) -> bool:
+    """Whether ``cell`` is what a run with these arguments (and this protocol) writes for it."""
+    wanted = _settings(cell["method"], quick, tune)
+    have = {k: cell.get(k, 1 if k == "protocol" else None) for k in wanted}
+    return cell.get("seed") == seed + cell.get("split", -1) and have == wanted
+
+
 def _valid_lines(path: Path, log: Callable[[str], None]) -> list[dict[str, Any]]:
     cells = []
     lines = path.read_text().splitlines()
@@ -644,7 +649,13 @@ def _valid_lines(path: Path, log: Callable[[str], None]) -> list[dict[str, Any]]
 
 
 def _read_cells(
-    path: Path, datasets: Sequence[str], methods: Sequence[str], log: Callable[[str], None]
+    path: Path,
+    datasets: Sequence[str],
+    methods: Sequence[str],
+    log: Callable[[str], None],
+    seed: int,
+    quick: bool,
+    tune: bool,
 ) -> list[dict[str, Any]]:
     if not path.is_file():
         raise BnnkitError(
@@ -652,7 +663,14 @@ def _read_cells(
         )
     names = {resolve_uci_name(d) for d in datasets}
     latest: dict[tuple, dict[str, Any]] = {}  # a later line for the same cell (a rerun) supersedes
-    lines = [c for c in _valid_lines(path, log) if c.get("dataset") in names and c.get("method") in methods]
+    asked = [c for c in _valid_lines(path, log) if c.get("dataset") in names and c.get("method") in methods]
+    # Cells of another seed, mode, tuning rule or protocol are not this command's numbers.
+    lines = [c for c in asked if _same_run(c, seed, quick, tune)]
+    if len(lines) < len(asked):
+        log(
+            f"{path}: left out {len(asked) - len(lines)} cell(s) of another seed, --quick/--tune setting "
+            "or protocol (they belong to another command's table)"
+        )
     for c in lines:
         latest[(c["dataset"], c["split"], c["method"])] = c
     if len(latest) < len(lines):

@@ -136,13 +136,28 @@ def test_resume_runs_only_the_missing_cells_and_gives_a_single_runs_numbers(tmp_
     run_uci(["yacht"], ["sghmc", "bbb"], splits=2, out=out, resume=True, **kw)
     assert ran == ["sghmc"]
 
-    # --from-cells takes the rerun (the later line) of a cell, not both
+    # --from-cells takes the rerun of a cell, not the stale line of the older protocol as well
     said.clear()
     rebuilt = run_uci(
         ["yacht"], ["sghmc", "bbb"], splits=2, out=tmp_path / "rebuilt", from_cells=out / "uci_cells.jsonl",
         **{**kw, "log": said.append},
     )  # fmt: skip
-    assert len(rebuilt["cells"]) == 4 and any("superseded" in s for s in said)
+    assert len(rebuilt["cells"]) == 4 and any("left out 1 cell" in s for s in said)
+    # two lines for one cell of the same run (files joined by hand): the later one counts
+    joined = tmp_path / "joined.jsonl"
+    last = json.loads((out / "uci_cells.jsonl").read_text().splitlines()[-1])
+    joined.write_text((out / "uci_cells.jsonl").read_text() + json.dumps({**last, "rmse_std": 9.0}) + "\n")
+    said.clear()
+    again = run_uci(
+        ["yacht"],
+        ["sghmc", "bbb"],
+        splits=2,
+        out=tmp_path / "again",
+        from_cells=joined,
+        **{**kw, "log": said.append},
+    )
+    assert len(again["cells"]) == 4 and 9.0 in [c["rmse_std"] for c in again["cells"]]
+    assert any("superseded" in s for s in said)
 
     # cells from another setting are not reused: --tune changes the SG-MCMC cells only
     ran.clear()
