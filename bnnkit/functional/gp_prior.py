@@ -318,8 +318,8 @@ class GPPrior:
         at most ``max_points`` random rows.  Exact repeats of an ``(x, y)`` row are dropped first:
         each one adds an observation whose density grows without bound as the noise goes to 0, so
         the fit collapses the noise onto its floor (wine-quality-red, 186 repeated rows of 1,439:
-        noise variance 1e-4 with the repeats, 0.56 without).  With ``mean="zero"`` the targets are centred by their
-        column means first (``mu_c = 0``, the prior mean stays 0); with ``mean="constant"`` ``mu_c``
+        noise variance 1e-4 with the repeats, 0.56 without).  With ``mean="zero"`` the targets are
+        centred by their column means first (``mu_c = 0``, the prior mean stays 0); with ``mean="constant"`` ``mu_c``
         is learned and becomes the prior mean.  The lengthscale starts at the median pairwise
         distance times the best (by marginal likelihood) of ``2^-k``, ``k = 0..6``; the outputscale
         (linear variance) at the target variance; the noise at 10% of it (gpytorch bounds the noise

@@ -153,7 +153,9 @@ class MeasurementPoints:
                 f"the measurement box needs low < high in every dimension, got low={low.tolist()}, "
                 f"high={high.tolist()} (an explicit bound combined with the training range)."
             )
-        distinct = dedupe_rows(x).shape[0] == x.shape[0]
+        # Checked once, and only where sample() can use it (data rows alone, from the training set).
+        can_skip = self.dedupe and self.source == "train" and self.num_uniform == 0
+        distinct = can_skip and dedupe_rows(x).shape[0] == x.shape[0]
         return BoundMeasurementPoints(self, x, low, high, distinct)
 
     @staticmethod
@@ -181,7 +183,7 @@ class BoundMeasurementPoints:
     train_x: Tensor = field(repr=False)
     low: Tensor
     high: Tensor
-    train_distinct: bool = False  # no two training rows equal (found once, at bind)
+    train_distinct: bool = False  # data-only draws from training rows known to be distinct (bind)
 
     @property
     def input_dim(self) -> int:
@@ -221,10 +223,7 @@ class BoundMeasurementPoints:
         xm = torch.cat(parts)
         # Rows drawn without replacement from distinct training rows cannot repeat: skip the
         # row-wise unique (3 ms per step at M = 1000), which would return xm unchanged.
-        no_repeats = (
-            spec.source == "train" and self.train_distinct and spec.num_uniform == 0
-            and spec.num_from_data <= pool.shape[0]
-        )  # fmt: skip
+        no_repeats = self.train_distinct and spec.num_from_data <= pool.shape[0]
         return dedupe_rows(xm) if spec.dedupe and not no_repeats else xm
 
     def config(self) -> dict:
