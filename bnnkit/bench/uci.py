@@ -332,12 +332,12 @@ def _tuned_step_size(method: str, x: torch.Tensor, y: torch.Tensor, cfg: dict, g
     from ..sgmcmc.tune import tune
 
     t = cfg["tune"]
-    n = n_full = x.shape[0]  # the grid is around the full set's default: the chosen step runs there
+    n = x.shape[0]  # the grid is around the full set's default (and friction): the step runs there
     perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
     k = n - max(n // 5, 2)
     fit_rows, held_rows = perm[:k], perm[k:]
-    post, make = _sg_setup(method, x[fit_rows], y[fit_rows], cfg, gp, n_full)
-    base = default_step_size(method, n_full, cfg)
+    post, make = _sg_setup(method, x[fit_rows], y[fit_rows], cfg, gp, n)
+    base = default_step_size(method, n, cfg)
     result = tune(
         make,
         {"step_size": [base * f for f in t["factors"]]},
@@ -760,10 +760,12 @@ def _report(
     vi_run = [m for m in methods if m in VI_METHODS]
     vi_note = (
         "VI baselines: "
-        + ", ".join(f"{m} {cfg[m]['epochs']} epochs" for m in vi_run)
-        + ", each capped at "
-        + ", ".join(f"{cfg[m].get('max_steps')}" for m in vi_run)
-        + " optimiser steps (per ensemble member) on large sets; the epochs run are in the CSV/JSON (`epochs`)."
+        + ", ".join(
+            f"{m} {cfg[m]['epochs']} epochs (at most {cfg[m]['max_steps']:,} optimiser steps"
+            + (" per member)" if m == "ensemble" else ")")
+            for m in vi_run
+        )
+        + "; the epochs run are in the CSV/JSON (`epochs`)."
         if vi_run and not quick
         else ""
     )
