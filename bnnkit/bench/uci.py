@@ -683,6 +683,12 @@ def _read_cells(
     return cells
 
 
+def _method_label(method: str, aliases: dict[str, str]) -> str:
+    """A row's name in the table and the plot: ``hmc (NUTS)`` where NUTS was asked for as ``hmc``."""
+    asked_as = {t: a for a, t in aliases.items()}
+    return f"{asked_as[method]} (NUTS)" if method in asked_as else method
+
+
 def _plot(path: Path, report: dict[str, Any]) -> None:
     """RMSE and NLL (standardised) per method, one row per data set: mean +- s.e. over splits,
     the paper's value (where published) as a red cross."""
@@ -697,7 +703,7 @@ def _plot(path: Path, report: dict[str, Any]) -> None:
                              squeeze=False)  # fmt: skip
     for row, name in zip(axes, names):
         methods = [m for m in report["methods"] if "rmse_std" in summary[name].get(m, {})]
-        labels = [report["aliases"].get(m, m) for m in methods]
+        labels = [_method_label(m, report["aliases"]) for m in methods]
         for ax, key, title, paper in (
             (row[0], "rmse_std", "test RMSE", PAPER["rmse"]),
             (row[1], "nll_std", "test NLL", PAPER["nll"]),
@@ -831,7 +837,7 @@ def _report(
             def f(t):
                 return f"{t[0]:.3f} +- {t[1]:.3f}" if t[1] == t[1] else f"{t[0]:.3f}"
 
-            label = f"{aliased[m]} (NUTS)" if m in aliased else m
+            label = _method_label(m, {a: t for t, a in aliased.items()})
             if diverged:
                 label += f" ({diverged} of {len(every)} splits diverged, not averaged)"
             lines.append(
