@@ -106,7 +106,6 @@ def test_tune_chooses_step_sizes_from_the_grid_and_reports_them(tmp_path):
 def test_resume_runs_only_the_missing_cells_and_gives_a_single_runs_numbers(tmp_path, monkeypatch):
     if not (DATA / "uci").exists():
         pytest.skip("needs ../shared/data/uci")
-    import bnnkit.bench.uci as uci
 
     kw = dict(root=str(DATA), quick=True, progress=False, log=lambda s: None)
     whole = run_uci(["yacht"], ["sghmc", "bbb"], splits=2, out=tmp_path / "whole", **kw)
@@ -223,7 +222,6 @@ def test_tuning_chains_burn_in_as_long_as_the_run_they_tune(monkeypatch):
     import torch
 
     import bnnkit.sgmcmc.tune as tune_module
-    from bnnkit.bench import uci
 
     seen = {}
 
