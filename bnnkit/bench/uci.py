@@ -17,8 +17,8 @@ Protocol (bnnkit's defaults where the paper is silent; the report states every o
   sizes fixed (chosen on Boston split 0 and scaled to the set's N, see
   :func:`default_step_size`), or with ``--tune`` chosen per split from 0.1, 0.3, 1 and 3 x
   those by chains as long as the run on 80/20 of the training rows: the lowest held-out NLL
-  among the settings whose chains look stationary, else the default (design note: "tune on a
-  grid");
+  among the settings whose chains look stationary, else among the finite ones (design note:
+  "tune on a grid");
 - nuts: full-batch NUTS (the gold standard on small sets), N(0, 1) prior; ``hmc`` is accepted as
   an alias (the gold standard is run with NUTS, and the report says so);
 - the VI baselines (below): Adam on minibatches of 32 for ``epochs`` epochs, but at most
@@ -208,7 +208,7 @@ TUNE = {
     "burn_in": None,
     "draws": 20,
     "thin": 10,
-    "rule": "run-length-burn-in, vectorised pair, stationary-else-default",
+    "rule": "run-length-burn-in, vectorised pair, stationary-else-finite, lowest held-out NLL",
 }
 QUICK_TUNE = {"factors": [0.3, 1.0], "burn_in": 20, "draws": 20, "thin": 1, "rule": "stationary-else-default"}
 QUICK = {
@@ -326,8 +326,10 @@ def _tuned_step_size(method: str, x: torch.Tensor, y: torch.Tensor, cfg: dict, g
     over the full run lands far from the others (concrete split 0, SGLD: the 0.1x step won at 500
     steps with held-out NLL 2.22; at 4000 it scores 1.52 and 0.3x wins with 0.64, as it does over
     the full run).  The choice is the lowest held-out NLL among the settings whose chains look
-    stationary; when none does, the default is kept if its chains stayed finite, else the
-    lowest-NLL finite setting.  Diverged settings are never chosen.
+    stationary, else among those that stayed finite.  (fSG-MCMC chains often fail the test: the
+    functional prior leaves weight directions free.  Falling back on the default then chose
+    energy's fSGHMC default on every split, NLL 0.35 against -0.84 at 0.1x on split 0, and two
+    splits ended with test RMSE 2.7 and 1.8.)  Diverged settings are never chosen.
     """
     from ..sgmcmc.tune import tune
 
@@ -354,10 +356,10 @@ def _tuned_step_size(method: str, x: torch.Tensor, y: torch.Tensor, cfg: dict, g
         # and one factorisation per step for both (wine, 1000 points: 1.7x faster than in turn).
         chain_method="vectorized",
     )
-    return float(f"{_choose_step(result.rows, base):.6g}")  # 3e-05, not 2.9999999999999997e-05
+    return float(f"{_choose_step(result.rows):.6g}")  # 3e-05, not 2.9999999999999997e-05
 
 
-def _choose_step(rows: Sequence[dict[str, Any]], default: float) -> float:
+def _choose_step(rows: Sequence[dict[str, Any]]) -> float:
     """The rule of :func:`_tuned_step_size` on the rows of a :class:`~bnnkit.sgmcmc.tune.TuneResult`."""
     finite = [r for r in rows if r["finite"]]
     if not finite:
@@ -366,12 +368,7 @@ def _choose_step(rows: Sequence[dict[str, Any]], default: float) -> float:
             "lower the defaults in DEFAULTS['step_size']."
         )
     stationary = [r for r in finite if r["stationary"]]
-    if stationary:
-        return min(stationary, key=lambda r: r["heldout_nll"])["setting"]["step_size"]
-    for r in finite:
-        if math.isclose(r["setting"]["step_size"], default, rel_tol=1e-9):
-            return default
-    return min(finite, key=lambda r: r["heldout_nll"])["setting"]["step_size"]
+    return min(stationary or finite, key=lambda r: r["heldout_nll"])["setting"]["step_size"]
 
 
 def _epochs(c: dict[str, Any], n: int, cfg: dict[str, Any]) -> int:
@@ -758,7 +755,7 @@ def _report(
             f"chains ({cfg['burn_in'] if t['burn_in'] is None else t['burn_in']} burn-in, {t['draws']} draws, "
             "2 chains) on 80/20 of the training "
             "rows: the lowest held-out NLL among the settings whose chains look stationary (R-hat and "
-            "Geweke of the log density), else the default if it stayed finite; the chosen values are in "
+            "Geweke of the log density), else among those that stayed finite; the chosen values are in "
             "the CSV/JSON (`step_size`)."
         )
     else:

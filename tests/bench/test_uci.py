@@ -171,22 +171,26 @@ def test_resume_runs_only_the_missing_cells_and_gives_a_single_runs_numbers(tmp_
         )
 
 
-def test_tuned_step_prefers_stationary_chains_and_else_keeps_the_default():
+def test_tuned_step_prefers_stationary_chains_and_else_the_best_finite_one():
     from bnnkit.bench.uci import _choose_step
 
     def row(eps, nll, stationary=False, finite=True):
         return {"setting": {"step_size": eps}, "heldout_nll": nll, "stationary": stationary, "finite": finite}
 
-    # short chains still moving: the smallest step "wins" on NLL only because it moved least
-    moving = [row(3e-5, 2.37), row(9e-5, 2.43), row(3e-4, 2.64), row(9e-4, 2.87)]
-    assert _choose_step(moving, 3e-4) == 3e-4
     # a stationary setting is ranked by NLL among the stationary ones only
     mixed = [row(3e-5, 0.18, True), row(9e-5, 0.10), row(3e-4, float("inf"), finite=False)]
-    assert _choose_step(mixed, 3e-4) == 3e-5
-    # nothing stationary and the default diverged: the best finite one
-    assert _choose_step([row(3e-5, 0.5), row(9e-5, 0.4), row(3e-4, 0.0, finite=False)], 3e-4) == 9e-5
+    assert _choose_step(mixed) == 3e-5
+    # nothing stationary (energy split 0, fSGHMC, run-length chains): the best finite NLL, not
+    # the default (2.4e-3, which then gave test RMSE 2.7)
+    energy = [
+        row(2.4e-4, -0.839),
+        row(7.3e-4, -0.472),
+        row(2.4e-3, 0.351),
+        row(7.3e-3, float("inf"), finite=False),
+    ]
+    assert _choose_step(energy) == 2.4e-4
     with pytest.raises(BnnkitError, match="diverged"):
-        _choose_step([row(3e-4, float("inf"), finite=False)], 3e-4)
+        _choose_step([row(3e-4, float("inf"), finite=False)])
 
 
 def test_vi_epochs_are_capped_by_an_optimiser_step_budget_on_large_sets():
