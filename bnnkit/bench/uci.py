@@ -307,13 +307,18 @@ def default_step_size(method: str, n: int, cfg: dict[str, Any]) -> float:
     Boston step.
     """
     base = cfg["step_size"][method]
-    r = min(1.0, cfg["step_rows"] / n)
+    r = _rows_ratio(n, cfg)
     return float(f"{base * (r if method in ('sgld', 'fsgld') else math.sqrt(r)):.6g}")
 
 
 def friction(n: int, cfg: dict[str, Any]) -> float:
     """SGHMC's friction ``C`` for ``n`` training rows (see :func:`default_step_size`)."""
-    return cfg["friction"] / math.sqrt(min(1.0, cfg["step_rows"] / n))
+    return cfg["friction"] / math.sqrt(_rows_ratio(n, cfg))
+
+
+def _rows_ratio(n: int, cfg: dict[str, Any]) -> float:
+    """``r = step_rows / N``, at most 1: how much smaller than Boston's the stable step is."""
+    return min(1.0, cfg["step_rows"] / n)
 
 
 def _tuned_step_size(method: str, x: torch.Tensor, y: torch.Tensor, cfg: dict, gp: Any, seed: int) -> float:
@@ -680,9 +685,9 @@ def _read_cells(
     return cells
 
 
-def _method_label(method: str, aliases: dict[str, str]) -> str:
-    """A row's name in the table and the plot: ``hmc (NUTS)`` where NUTS was asked for as ``hmc``."""
-    asked_as = {t: a for a, t in aliases.items()}
+def _method_label(method: str, asked_as: dict[str, str]) -> str:
+    """A row's name in the table and the plot: ``hmc (NUTS)`` where NUTS was asked for as ``hmc``
+    (``asked_as`` maps a method to the alias it was asked for by, e.g. ``{"nuts": "hmc"}``)."""
     return f"{asked_as[method]} (NUTS)" if method in asked_as else method
 
 
@@ -700,7 +705,8 @@ def _plot(path: Path, report: dict[str, Any]) -> None:
                              squeeze=False)  # fmt: skip
     for row, name in zip(axes, names):
         methods = [m for m in report["methods"] if "rmse_std" in summary[name].get(m, {})]
-        labels = [_method_label(m, report["aliases"]) for m in methods]
+        asked_as = {t: a for a, t in report["aliases"].items()}
+        labels = [_method_label(m, asked_as) for m in methods]
         for ax, key, title, paper in (
             (row[0], "rmse_std", "test RMSE", PAPER["rmse"]),
             (row[1], "nll_std", "test NLL", PAPER["nll"]),
@@ -834,7 +840,7 @@ def _report(
             def f(t):
                 return f"{t[0]:.3f} +- {t[1]:.3f}" if t[1] == t[1] else f"{t[0]:.3f}"
 
-            label = _method_label(m, {a: t for t, a in aliased.items()})
+            label = _method_label(m, aliased)
             if diverged:
                 label += f" ({diverged} of {len(every)} splits diverged, not averaged)"
             lines.append(

@@ -319,8 +319,8 @@ class GPPrior:
         each one adds an observation whose density grows without bound as the noise goes to 0, so
         the fit collapses the noise onto its floor (wine-quality-red, 186 repeated rows of 1,439:
         noise variance 1e-4 with the repeats, 0.56 without).  With ``mean="zero"`` the targets are
-        centred by their column means first (``mu_c = 0``, the prior mean stays 0); with ``mean="constant"`` ``mu_c``
-        is learned and becomes the prior mean.  The lengthscale starts at the median pairwise
+        centred by their column means first (``mu_c = 0``, the prior mean stays 0); with
+        ``mean="constant"`` ``mu_c`` is learned and becomes the prior mean.  The lengthscale starts at the median pairwise
         distance times the best (by marginal likelihood) of ``2^-k``, ``k = 0..6``; the outputscale
         (linear variance) at the target variance; the noise at 10% of it (gpytorch bounds the noise
         below by 1e-4, so standardise the targets).  Each step costs ``O(n^3)``, ``n = min(N, max_points)``.

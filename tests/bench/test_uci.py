@@ -39,8 +39,10 @@ def test_uci_quick_all_methods(tmp_path):
     assert "paper RMSE" in md and "1.23 +- 0.06" in md  # published SGLD number beside ours
     assert "| hmc (NUTS) |" in md and "`hmc` is an alias of `nuts`" in md
     assert report["aliases"] == {"hmc": "nuts"} and "--methods " + ",".join(asked) in report["command"]
-    assert uci._method_label("nuts", report["aliases"]) == "hmc (NUTS)"  # the table's and the plot's row
-    assert uci._method_label("nuts", {}) == "nuts" and uci._method_label("sgld", report["aliases"]) == "sgld"
+    asked_as = {"nuts": "hmc"}
+    assert uci._method_label("nuts", asked_as) == "hmc (NUTS)"  # the table's and the plot's row
+    assert uci._method_label("nuts", {}) == "nuts" and uci._method_label("sgld", asked_as) == "sgld"
+    assert "| hmc (NUTS) |" in report["markdown"]
     again = json.loads((tmp_path / "uci.json").read_text())
     assert again["command"] == report["command"] and again["quick"] is True
 
