@@ -15,10 +15,9 @@ Protocol (bnnkit's defaults where the paper is silent; the report states every o
   weight prior for sgld/sghmc, the fitted RBF GP prior at measurement points for the functional
   methods (all training inputs when N <= 1000, else 1000 random ones, as in the paper); step
   sizes fixed (chosen on Boston split 0 and scaled to the set's N, see
-  :func:`default_step_size`), or with ``--tune`` chosen per split from 0.1, 0.3, 1 and 3 x
-  those by chains as long as the run on 80/20 of the training rows: the lowest held-out NLL
-  among the settings whose chains look stationary, else among the finite ones (design note:
-  "tune on a grid");
+  :func:`default_step_size`), or with ``--tune`` chosen per split from 0.03, 0.1, 0.3, 1 and
+  3 x those by chains as long as the run on 80/20 of the training rows: the lowest held-out NLL
+  among the settings that stayed finite (design note: "tune on a grid");
 - nuts: full-batch NUTS (the gold standard on small sets), N(0, 1) prior; ``hmc`` is accepted as
   an alias (the gold standard is run with NUTS, and the report says so);
 - the VI baselines (below): Adam on minibatches of 32 for ``epochs`` epochs, but at most
@@ -203,14 +202,22 @@ DEFAULTS = {
 }
 # 2 chains each.  "rule" names how a step is chosen (see _tuned_step_size); --resume reuses a tuned
 # cell only under the same rule.  burn_in None: the run's own burn-in (DEFAULTS["burn_in"]).
+# The grid reaches 0.03x: on Boston split 0 fSGLD's held-out NLL is lowest there (0.52; 0.58 at
+# 0.1x, 1.53 at 1x), and the fSG methods chose the old grid's lowest point, 0.1x, on most splits.
 TUNE = {
-    "factors": [0.1, 0.3, 1.0, 3.0],
+    "factors": [0.03, 0.1, 0.3, 1.0, 3.0],
     "burn_in": None,
     "draws": 20,
     "thin": 10,
-    "rule": "run-length-burn-in, vectorised pair, stationary-else-finite, lowest held-out NLL",
+    "rule": "run-length-burn-in, vectorised pair, 0.03x-3x, lowest held-out NLL among finite",
 }
-QUICK_TUNE = {"factors": [0.3, 1.0], "burn_in": 20, "draws": 20, "thin": 1, "rule": "stationary-else-default"}
+QUICK_TUNE = {
+    "factors": [0.3, 1.0],
+    "burn_in": 20,
+    "draws": 20,
+    "thin": 1,
+    "rule": "quick, lowest held-out NLL",
+}
 QUICK = {
     "hidden": 20,
     "burn_in": 100,
@@ -361,19 +368,33 @@ def _tuned_step_size(method: str, x: torch.Tensor, y: torch.Tensor, cfg: dict, g
         # and one factorisation per step for both (wine, 1000 points: 1.7x faster than in turn).
         chain_method="vectorized",
     )
-    return float(f"{_choose_step(result.rows):.6g}")  # 3e-05, not 2.9999999999999997e-05
+    table = [
+        {
+            "step_size": float(f"{r['setting']['step_size']:.6g}"),  # 3e-05, not 2.9999999999999997e-05
+            **{k: r[k] for k in ("heldout_nll", "finite", "stationary", "rhat_logp")},
+        }
+        for r in result.rows
+    ]
+    return float(f"{_choose_step(result.rows):.6g}"), table
 
 
 def _choose_step(rows: Sequence[dict[str, Any]]) -> float:
-    """The rule of :func:`_tuned_step_size` on the rows of a :class:`~bnnkit.sgmcmc.tune.TuneResult`."""
+    """The rule of :func:`_tuned_step_size` on the rows of a :class:`~bnnkit.sgmcmc.tune.TuneResult`:
+    the lowest held-out NLL among the finite settings.
+
+    The stationarity test of the log density (R-hat and Geweke over 2 x 20 draws) is recorded but
+    does not gate the choice: it is too noisy at that length.  Gating on it (protocol 2's first
+    rule) chose Boston split 0's SGHMC step 0.3x, whose pair passed the test (R-hat 1.07) at
+    held-out NLL 2.53, over 1x, which failed it (R-hat 1.43) at 0.91; the run at 0.3x ended at test
+    RMSE 1.07 (standardised), the prior's spread.
+    """
     finite = [r for r in rows if r["finite"]]
     if not finite:
         raise BnnkitError(
             f"every step size tried ({[r['setting']['step_size'] for r in rows]}) diverged; "
             "lower the defaults in DEFAULTS['step_size']."
         )
-    stationary = [r for r in finite if r["stationary"]]
-    return min(stationary or finite, key=lambda r: r["heldout_nll"])["setting"]["step_size"]
+    return min(finite, key=lambda r: r["heldout_nll"])["setting"]["step_size"]
 
 
 def _epochs(c: dict[str, Any], n: int, cfg: dict[str, Any]) -> int:
@@ -403,11 +424,13 @@ def _run_method(method: str, data: Any, cfg: dict, noise: float, gp: Any, seed: 
     )
     if method in SG_METHODS:
         eps = default_step_size(method, n, cfg)
+        table = None
         if cfg.get("tune"):
-            eps = _tuned_step_size(method, x, y, cfg, gp, seed)
+            eps, table = _tuned_step_size(method, x, y, cfg, gp, seed)
         post, make = _sg_setup(method, x, y, cfg, gp, n)
         s = sample(make(eps), post, stream, **sg)
         s.config["step_size_used"] = eps
+        s.config["tuning"] = table
         return post, s
     post = Posterior(net, lik, GaussianPrior(1.0), num_data=n)
     if method == "nuts":
@@ -580,6 +603,9 @@ def run_uci(
                     "gp_fit_seconds": gp_seconds,
                     "noise_std_standardised": noise,
                     "step_size": s.config.get("step_size_used") if method in SG_METHODS else None,
+                    # the tuning chains' table (step, held-out NLL, stationarity): the choice can be
+                    # checked, or remade under another rule, without running them again
+                    "tuning": s.config.get("tuning") if method in SG_METHODS else None,
                     "epochs": _epochs(cfg[method], data.x_train.shape[0], cfg)
                     if method in VI_METHODS
                     else None,
@@ -760,9 +786,8 @@ def _report(
             f"SG-MCMC step sizes: chosen per split from {t['factors']} x the defaults {sg_run}{scaled} by "
             f"chains ({cfg['burn_in'] if t['burn_in'] is None else t['burn_in']} burn-in, {t['draws']} draws, "
             "2 chains) on 80/20 of the training "
-            "rows: the lowest held-out NLL among the settings whose chains look stationary (R-hat and "
-            "Geweke of the log density), else among those that stayed finite; the chosen values are in "
-            "the CSV/JSON (`step_size`)."
+            "rows: the lowest held-out NLL among the settings that stayed finite; the chosen values are in "
+            "the CSV/JSON (`step_size`), each cell's tuning table in the JSON and uci_cells.jsonl (`tuning`)."
         )
     else:
         step_note = f"SG-MCMC step sizes: fixed at {sg_run}{scaled} (chosen on Boston split 0; `--tune` chooses them per split)."
