@@ -840,18 +840,19 @@ def _report(
     for ds in datasets:
         name = resolve_uci_name(ds)
         for m in methods:
+            label = _method_label(m, aliased)  # every row of a method reads the same
             every = [c for c in cells if c["dataset"] == name and c["method"] == m]
             # A chain that diverged gives non-finite predictions: count it, average the others.
             sel = [c for c in every if math.isfinite(c["rmse_std"]) and math.isfinite(c["nll_std"])]
             diverged = len(every) - len(sel)
             if not every:  # a stopped run that never reached this method
                 summary.setdefault(name, {})[m] = {"finished_splits": 0}
-                lines.append(f"| {name} | {m} | no finished split | - | - | - | - | - | - |")
+                lines.append(f"| {name} | {label} | no finished split | - | - | - | - | - | - |")
                 continue
             if not sel:
                 summary.setdefault(name, {})[m] = {"diverged": diverged}
                 lines.append(
-                    f"| {name} | {m} | diverged in all {diverged} split(s) | - | - | - | - | - | - |"
+                    f"| {name} | {label} | diverged in all {diverged} split(s) | - | - | - | - | - | - |"
                 )
                 continue
             stats = {
@@ -865,7 +866,6 @@ def _report(
             def f(t):
                 return f"{t[0]:.3f} +- {t[1]:.3f}" if t[1] == t[1] else f"{t[0]:.3f}"
 
-            label = _method_label(m, aliased)
             if diverged:
                 label += f" ({diverged} of {len(every)} splits diverged, not averaged)"
             lines.append(

@@ -92,6 +92,28 @@ def test_diverged_splits_are_reported_not_averaged():
     assert rep["summary"]["energy"]["sgld"]["diverged"] == 1
 
 
+def test_a_method_asked_for_by_its_alias_reads_the_same_in_every_row():
+    from bnnkit.bench.uci import DEFAULTS, _report
+
+    # NUTS ran on energy only: wine's row says it has no split, under the same name
+    cells = [
+        dict(
+            dataset="energy",
+            split=0,
+            method="nuts",
+            rmse_std=0.1,
+            nll_std=0.1,
+            rmse=0.1,
+            nll=0.1,
+            seconds=1.0,
+        )
+    ]
+    rep = _report(cells, ["energy", "wine"], ["nuts"], 1, False, 0, DEFAULTS, ["hmc"], rebuilt=True)
+    md = rep["markdown"]
+    assert "| energy | hmc (NUTS) | 0.100 |" in md
+    assert "| wine-quality-red | hmc (NUTS) | no finished split |" in md
+
+
 def test_tune_chooses_step_sizes_from_the_grid_and_reports_them(tmp_path):
     if not (DATA / "uci").exists():
         pytest.skip("needs ../shared/data/uci")
