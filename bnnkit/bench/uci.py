@@ -726,7 +726,8 @@ def _plot(path: Path, report: dict[str, Any]) -> None:
     import matplotlib.pyplot as plt
 
     summary = report["summary"]
-    names = list(summary)
+    # a data set with no finished cell (a stopped run) gets no empty panel
+    names = [n for n in summary if any("rmse_std" in v for v in summary[n].values())] or list(summary)
     fig, axes = plt.subplots(len(names), 2, figsize=(10, 0.5 + 0.42 * len(report["methods"]) * len(names) + 0.8),
                              squeeze=False)  # fmt: skip
     for row, name in zip(axes, names):
