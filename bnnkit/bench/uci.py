@@ -328,8 +328,11 @@ def _rows_ratio(n: int, cfg: dict[str, Any]) -> float:
     return min(1.0, cfg["step_rows"] / n)
 
 
-def _tuned_step_size(method: str, x: torch.Tensor, y: torch.Tensor, cfg: dict, gp: Any, seed: int) -> float:
-    """The step size of ``cfg["tune"]["factors"]`` x the default chosen by tuning chains.
+def _tuned_step_size(
+    method: str, x: torch.Tensor, y: torch.Tensor, cfg: dict, gp: Any, seed: int
+) -> tuple[float, list[dict[str, Any]]]:
+    """The step size of ``cfg["tune"]["factors"]`` x the default chosen by tuning chains, and the
+    table it was chosen from (one row per setting: step, held-out NLL, finite, stationary, R-hat).
 
     The chains (:func:`bnnkit.tune`) run on a random 80% of the training rows and are scored by
     the NLL on the other 20%; the test split is not touched.  They burn in as long as the run they
@@ -337,11 +340,8 @@ def _tuned_step_size(method: str, x: torch.Tensor, y: torch.Tensor, cfg: dict, g
     500-step burn-in a small step's chain has hardly moved, looks stationary and scores best, and
     over the full run lands far from the others (concrete split 0, SGLD: the 0.1x step won at 500
     steps with held-out NLL 2.22; at 4000 it scores 1.52 and 0.3x wins with 0.64, as it does over
-    the full run).  The choice is the lowest held-out NLL among the settings whose chains look
-    stationary, else among those that stayed finite.  (fSG-MCMC chains often fail the test: the
-    functional prior leaves weight directions free.  Falling back on the default then chose
-    energy's fSGHMC default on every split, NLL 0.35 against -0.84 at 0.1x on split 0, and two
-    splits ended with test RMSE 2.7 and 1.8.)  Diverged settings are never chosen.
+    the full run).  The choice is the lowest held-out NLL among the settings that stayed finite
+    (:func:`_choose_step`); diverged settings are never chosen.
     """
     from ..sgmcmc.tune import tune
 
@@ -368,14 +368,18 @@ def _tuned_step_size(method: str, x: torch.Tensor, y: torch.Tensor, cfg: dict, g
         # and one factorisation per step for both (wine, 1000 points: 1.7x faster than in turn).
         chain_method="vectorized",
     )
+
+    def short(step: float) -> float:
+        return float(f"{step:.6g}")  # 3e-05, not 2.9999999999999997e-05
+
     table = [
         {
-            "step_size": float(f"{r['setting']['step_size']:.6g}"),  # 3e-05, not 2.9999999999999997e-05
+            "step_size": short(r["setting"]["step_size"]),
             **{k: r[k] for k in ("heldout_nll", "finite", "stationary", "rhat_logp")},
         }
         for r in result.rows
     ]
-    return float(f"{_choose_step(result.rows):.6g}"), table
+    return short(_choose_step(result.rows)), table
 
 
 def _choose_step(rows: Sequence[dict[str, Any]]) -> float:
@@ -730,9 +734,9 @@ def _plot(path: Path, report: dict[str, Any]) -> None:
     names = [n for n in summary if any("rmse_std" in v for v in summary[n].values())] or list(summary)
     fig, axes = plt.subplots(len(names), 2, figsize=(10, 0.5 + 0.42 * len(report["methods"]) * len(names) + 0.8),
                              squeeze=False)  # fmt: skip
+    asked_as = {t: a for a, t in report["aliases"].items()}  # e.g. {"nuts": "hmc"}
     for row, name in zip(axes, names):
         methods = [m for m in report["methods"] if "rmse_std" in summary[name].get(m, {})]
-        asked_as = {t: a for a, t in report["aliases"].items()}
         labels = [_method_label(m, asked_as) for m in methods]
         for ax, key, title, paper in (
             (row[0], "rmse_std", "test RMSE", PAPER["rmse"]),

@@ -93,8 +93,6 @@ def test_diverged_splits_are_reported_not_averaged():
 
 
 def test_a_method_asked_for_by_its_alias_reads_the_same_in_every_row():
-    from bnnkit.bench.uci import DEFAULTS, _report
-
     # NUTS ran on energy only: wine's row says it has no split, under the same name
     cells = [
         dict(
@@ -108,7 +106,7 @@ def test_a_method_asked_for_by_its_alias_reads_the_same_in_every_row():
             seconds=1.0,
         )
     ]
-    rep = _report(cells, ["energy", "wine"], ["nuts"], 1, False, 0, DEFAULTS, ["hmc"], rebuilt=True)
+    rep = uci._report(cells, ["energy", "wine"], ["nuts"], 1, False, 0, DEFAULTS, ["hmc"], rebuilt=True)
     md = rep["markdown"]
     assert "| energy | hmc (NUTS) | 0.100 |" in md
     assert "| wine-quality-red | hmc (NUTS) | no finished split |" in md
