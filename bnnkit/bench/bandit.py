@@ -78,8 +78,11 @@ thread count), and a run of ``k`` interactions is the first ``k`` interactions o
 
 Outputs in ``out``: ``bandit_p<p>.png`` per pattern (mean cumulative expected regret over seeds
 with a min-max band), ``bandit.json`` (protocol, command, per-run final regrets, curves at 200
-interaction counts, wall-clock times), ``bandit.csv`` (one row per run) and ``bandit.md`` (final
-regret mean +- sd per method and pattern, with the command).
+interaction counts, wall-clock times), ``bandit.csv`` (one row per run), ``bandit.md`` (final
+regret mean +- sd per method and pattern, with the command) and ``bandit_runs.jsonl`` (each run
+with its configuration, appended as it finishes: a stopped command loses only the run in
+progress, ``resume=True`` / ``--resume`` plays only the runs not in it, and ``from_runs`` /
+``--from-runs`` rebuilds the report from such files, e.g. of commands run in parallel).
 
 Runtime (one torch thread, measured on a shared 2-core machine): sgld 2.5 ms per interaction
 unloaded (7 ms under load), each greedy agent 2-3 ms, fsgld 7-8 ms (20 ms under load: the GP kernel
@@ -111,6 +114,7 @@ from torch import Tensor
 from ..core.errors import BnnkitError
 from ..core.random import make_generator
 from .models import mlp
+from .records import append_record, read_records, start_records
 
 # Appended, never reordered: a method's agent generator is make_generator(seed, 2 + its index).
 METHODS = ("sgld", "fsgld", "bbb", "greedy0", "greedy1", "greedy5", "sghmc", "fsghmc", "fbnn")
@@ -153,6 +157,7 @@ QUICK: dict[str, Any] = {"hidden": 20}
 QUICK_STEPS = 300
 QUICK_PATTERNS = (0.5,)
 QUICK_SEEDS = (0, 1)
+RUNS_FILE = "bandit_runs.jsonl"  # one line per finished run, appended as it finishes
 
 
 # ---------------------------------------------------------------------------- rewards and regret
@@ -617,6 +622,8 @@ def run_bandit(
     progress: bool = True,
     log: Callable[[str], None] = print,
     config: dict[str, Any] | None = None,
+    resume: bool = False,
+    from_runs: str | Path | None = None,
 ) -> dict[str, Any]:
     """Run the Mushroom bandit for every method, pattern and seed; write PNGs, JSON, CSV, markdown.
 
@@ -635,11 +642,20 @@ def run_bandit(
         log: receives one line per finished run.
         config: overrides of :data:`DEFAULTS` (learning rates, noise, GP hyperparameters, ...);
             anything that differs from the defaults is written into the report.
+        resume: reuse the runs already in ``out/bandit_runs.jsonl`` that match a requested
+            method, pattern and seed with the same number of interactions and configuration, and
+            play only the others.  Every finished run is appended to that file as it finishes, so
+            a stopped command loses only the run in progress.
+        from_runs: play nothing; build the report from the runs in this ``bandit_runs.jsonl``
+            (e.g. several files of separate commands, concatenated) that match the arguments.
+            A requested run missing from it is left out and said so: the table marks cells with
+            fewer seeds than asked (``n = k``) and ``-`` where none is there.
 
     Returns the JSON report (also written to ``out/bandit.json``).  The command line it names,
     e.g. ``bnnkit bench bandit --methods sgld,... --patterns 0.4,0.5,0.6 --seeds 0,1,2 --steps
     10000``, reproduces every number (with the default config).
     """
+    from .. import __version__
     from ..data.mushroom import load_mushroom
 
     if patterns is None:
@@ -658,20 +674,48 @@ def run_bandit(
             raise BnnkitError(f"unknown config key {k!r}; keys are: {', '.join(DEFAULTS)}.")
     cfg.update(overrides)
 
+    if from_runs is not None and resume:
+        raise BnnkitError(
+            "from_runs rebuilds the report and plays nothing, resume plays the missing runs: pass one."
+        )
     contexts, edible = load_mushroom(root)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     cmd = command_line(methods, patterns, seeds, steps, quick)
     grid = _curve_index(steps, cfg["curve_points"])
+    record_cfg = json.loads(json.dumps(cfg))  # as a record file gives it back, for the comparison
+    runs_path = out / RUNS_FILE
+    source = Path(from_runs) if from_runs is not None else runs_path
+    stored: list[dict[str, Any]] = []
+    if from_runs is not None:
+        if not source.is_file():
+            raise BnnkitError(
+                f"{source} does not exist; pass the {RUNS_FILE} that a `bnnkit bench bandit` run wrote."
+            )
+        stored = read_records(source, log)
+    elif resume and runs_path.is_file():
+        stored = read_records(runs_path, log)
+        runs_path.write_text("".join(json.dumps(r) + "\n" for r in stored))  # drop a line cut short
+    else:
+        start_records(runs_path, log)
     runs: list[dict[str, Any]] = []
-    curves: dict[tuple[str, float], list[Tensor]] = {}
+    missing: list[str] = []
+    reused = 0
     t_all = time.perf_counter()
     for p in patterns:
         for method in methods:
             for seed in seeds:
+                # a later line for the same run (a rerun) supersedes an earlier one
+                found = [r for r in stored if _same_run(r, method, p, seed, steps, record_cfg)]
+                if found:
+                    runs.append(_public(found[-1]))
+                    reused += 1
+                    continue
+                if from_runs is not None:
+                    missing.append(f"{method} p={p:g} seed {seed}")
+                    continue
                 res = play(method, contexts, edible, p, steps, seed, cfg, progress)
                 cum = res["cumulative_regret"]
-                curves.setdefault((method, p), []).append(cum)
                 run = {
                     "method": method,
                     "pattern": p,
@@ -682,16 +726,32 @@ def run_bandit(
                     "edible_rejected": res["edible_rejected"],
                     "seconds": res["seconds"],
                     "ms_per_interaction": 1e3 * res["seconds"] / steps,
+                    "steps": steps,
+                    "curve": [float(cum[i - 1]) for i in grid],
                 }
-                runs.append({**run, "curve": [float(cum[i - 1]) for i in grid]})
+                append_record(runs_path, {**run, "config": record_cfg, "bnnkit_version": __version__})
+                runs.append(run)
                 log(
                     f"p={p:g} {method:8s} seed {seed}: expected regret {run['final_expected_regret']:.0f} "
                     f"(realised {run['final_realised_regret']:.0f}; ate {run['poisonous_eaten']} poisonous, "
                     f"rejected {run['edible_rejected']} edible) {res['seconds']:.1f} s "
                     f"({run['ms_per_interaction']:.2f} ms/interaction)"
                 )
+    if reused:
+        log(f"{source}: reused {reused} of the {len(runs)} runs")
+    if missing:
+        log(
+            f"{source}: holds no run of this command for {len(missing)} of the requested: {', '.join(missing)}"
+        )
+    if not runs:
+        raise BnnkitError(
+            f"{source} holds no run of methods {list(methods)}, patterns {list(patterns)}, seeds "
+            f"{list(seeds)} with {steps} interactions and this configuration; check the arguments."
+        )
     wall = time.perf_counter() - t_all
-    report = _report(runs, methods, patterns, seeds, steps, quick, cfg, overrides, cmd, grid, wall)
+    report = _report(
+        runs, methods, patterns, seeds, steps, quick, cfg, overrides, cmd, grid, wall, reused, source
+    )
     (out / "bandit.json").write_text(json.dumps(report, indent=2, default=float))
     with (out / "bandit.csv").open("w", newline="") as f:
         rows = [{k: v for k, v in r.items() if k != "curve"} for r in runs]
@@ -700,8 +760,20 @@ def run_bandit(
         w.writerows(rows)
     (out / "bandit.md").write_text(report["markdown"])
     for p in patterns:
-        _plot(out / f"bandit_p{p:g}.png", p, methods, {m: curves[(m, p)] for m in methods}, seeds, steps, cmd)
+        curves = {m: [r["curve"] for r in runs if r["method"] == m and r["pattern"] == p] for m in methods}
+        _plot(out / f"bandit_p{p:g}.png", p, curves, grid, seeds, cmd)
     return report
+
+
+def _same_run(r: dict[str, Any], method: str, p: float, seed: int, steps: int, cfg: dict[str, Any]) -> bool:
+    """Whether the record ``r`` is the run this command plays for ``(method, p, seed)``."""
+    wanted = (method, p, seed, steps, cfg)
+    return (r.get("method"), r.get("pattern"), r.get("seed"), r.get("steps"), r.get("config")) == wanted
+
+
+def _public(record: dict[str, Any]) -> dict[str, Any]:
+    """A run as the report holds it: the record less its configuration (the report has one)."""
+    return {k: v for k, v in record.items() if k not in ("config", "bnnkit_version")}
 
 
 def _curve_index(steps: int, points: int) -> list[int]:
@@ -719,14 +791,20 @@ def _mean_sd(values: Sequence[float]) -> tuple[float, float | None]:
     return m, math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1))
 
 
-def _report(runs, methods, patterns, seeds, steps, quick, cfg, overrides, cmd, grid, wall) -> dict[str, Any]:
+def _report(
+    runs, methods, patterns, seeds, steps, quick, cfg, overrides, cmd, grid, wall, reused, source
+) -> dict[str, Any]:
     summary: dict[str, Any] = {}
     for p in patterns:
         for m in methods:
             sel = [r for r in runs if r["method"] == m and r["pattern"] == p]
+            if not sel:  # rebuilt from a record file that lacks these runs
+                summary.setdefault(f"{p:g}", {})[m] = None
+                continue
             exp = [r["final_expected_regret"] for r in sel]
             mean, sd = _mean_sd(exp)
             summary.setdefault(f"{p:g}", {})[m] = {
+                "seeds": [r["seed"] for r in sel],
                 "final_expected_regret_mean": mean,
                 "final_expected_regret_sd": sd,
                 "final_expected_regret_min": min(exp),
@@ -736,9 +814,12 @@ def _report(runs, methods, patterns, seeds, steps, quick, cfg, overrides, cmd, g
                 "ms_per_interaction_mean": _mean_sd([r["ms_per_interaction"] for r in sel])[0],
             }
 
-    def cell(s: dict) -> str:
+    def cell(s: dict | None) -> str:
+        if s is None:
+            return "-"
         m, sd = s["final_expected_regret_mean"], s["final_expected_regret_sd"]
-        return f"{m:.0f}" if sd is None else f"{m:.0f} +- {sd:.0f}"
+        text = f"{m:.0f}" if sd is None else f"{m:.0f} +- {sd:.0f}"
+        return text if len(s["seeds"]) == len(seeds) else f"{text} (n = {len(s['seeds'])})"
 
     lines = [
         f"# Mushroom contextual bandit ({'quick mode: a smoke test, not results' if quick else 'Blundell et al. protocol'})",
@@ -757,13 +838,23 @@ def _report(runs, methods, patterns, seeds, steps, quick, cfg, overrides, cmd, g
     for m in methods:
         lines.append(f"| {m} | " + " | ".join(cell(summary[f"{p:g}"][m]) for p in patterns) + " |")
     timing = ", ".join(
-        f"{m} {_mean_sd([r['ms_per_interaction'] for r in runs if r['method'] == m])[0]:.1f}" for m in methods
+        f"{m} {_mean_sd([r['ms_per_interaction'] for r in runs if r['method'] == m])[0]:.1f}"
+        for m in methods
+        if any(r["method"] == m for r in runs)
     )
+    run_seconds = sum(r["seconds"] for r in runs)
+    if reused:
+        when = (
+            f"{wall:.0f} s for this command, which reused {reused} of its {len(runs)} runs from "
+            f"`{source}` ({run_seconds:.0f} s summed over the runs, each with the threads of its own command)"
+        )
+    else:
+        when = f"{wall:.0f} s in all with {torch.get_num_threads()} torch thread(s)"
     lines += [
         "",
-        f"Wall-clock time (varies between runs, unlike the regrets): {wall:.0f} s in all with "
-        f"{torch.get_num_threads()} torch thread(s); ms per interaction: {timing}.",
-        "Curves: `bandit_p<p>.png` (mean over seeds, min-max band). Per-run numbers: `bandit.csv`, `bandit.json`.",
+        f"Wall-clock time (varies between runs, unlike the regrets): {when}; ms per interaction: {timing}.",
+        "Curves: `bandit_p<p>.png` (mean over seeds, min-max band). Per-run numbers: `bandit.csv`, `bandit.json`,",
+        f"`{RUNS_FILE}` (each run as it finished; `--resume` and `--from-runs` read it).",
         "Protocol choices (bnnkit's where the paper is silent): `protocol` in `bandit.json` and the docstring of",
         "`bnnkit.bench.bandit`.",
     ]
@@ -806,6 +897,8 @@ def _report(runs, methods, patterns, seeds, steps, quick, cfg, overrides, cmd, g
         "curve_interactions": grid,
         "runs": runs,
         "wall_clock_seconds": wall,
+        "runs_reused": reused,
+        "run_seconds_total": run_seconds,
         "torch_threads": torch.get_num_threads(),
         "markdown": "\n".join(lines) + "\n",
     }
@@ -824,21 +917,27 @@ COLOURS = {
 }
 
 
-def _plot(path: Path, p: float, methods, curves: dict[str, list[Tensor]], seeds, steps, cmd) -> None:
+def _plot(path: Path, p: float, curves: dict[str, list[list[float]]], grid: list[int], seeds, cmd) -> None:
+    """Mean cumulative expected regret over seeds with a min-max band, one line per method that
+    has runs; ``curves[m]`` holds one curve per seed at the interaction counts ``grid``."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    x = torch.arange(1, steps + 1).numpy()
-    for m in methods:
-        c = torch.stack(curves[m])
-        mean = c.mean(0).numpy()
+    x = torch.tensor(grid).numpy()
+    for m, runs in curves.items():
+        if not runs:
+            continue
+        c = torch.tensor(runs, dtype=torch.float64)
         ax.fill_between(
             x, c.min(0).values.numpy(), c.max(0).values.numpy(), color=COLOURS[m], alpha=0.2, lw=0
         )
-        ax.plot(x, mean, color=COLOURS[m], lw=1.6, label=f"{m} ({float(c[:, -1].mean()):.0f})")
+        n = "" if len(runs) == len(seeds) else f", n = {len(runs)}"
+        ax.plot(
+            x, c.mean(0).numpy(), color=COLOURS[m], lw=1.6, label=f"{m} ({float(c[:, -1].mean()):.0f}{n})"
+        )
     ax.set_xlabel("interaction")
     ax.set_ylabel("cumulative expected regret")
     ax.set_title(f"Mushroom bandit, p = {p:g}: mean over seeds {_fmt_list(seeds)}, min-max band", fontsize=10)

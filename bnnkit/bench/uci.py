@@ -65,6 +65,7 @@ from ..likelihoods import Gaussian
 from ..predict import predict, rmse
 from ..priors import GaussianPrior
 from .models import mlp
+from .records import append_record, read_records, start_records
 
 METHODS = ("sgld", "sghmc", "fsgld", "fsghmc", "nuts", "bbb", "fbnn", "mcdropout", "ensemble")
 # Other names accepted by --methods: the issue calls the gold standard "hmc"; what runs is NUTS.
@@ -560,13 +561,13 @@ def run_uci(
     partial = out / "uci_cells.jsonl"  # one line per finished cell: nothing is lost if a run stops
     done: dict[tuple, dict[str, Any]] = {}
     if resume and partial.is_file():
-        kept = _valid_lines(partial, log)
+        kept = read_records(partial, log)
         partial.write_text("".join(json.dumps(c) + "\n" for c in kept))  # drop a line cut short
         for c in kept:
             if _same_run(c, seed, quick, tune):
                 done[(c["dataset"], c["split"], c["method"])] = c
     else:
-        partial.write_text("")
+        start_records(partial, log)
     for ds in datasets:
         name = resolve_uci_name(ds)
         for split in range(splits):
@@ -616,8 +617,7 @@ def run_uci(
                     **_settings(method, quick, tune),
                 }
                 cells.append(cell)
-                with partial.open("a") as fh:
-                    fh.write(json.dumps(cell) + "\n")
+                append_record(partial, cell)
                 if not (math.isfinite(cell["rmse_std"]) and math.isfinite(cell["nll_std"])):
                     log(
                         f"{name} split {split} {method:9s} diverged: non-finite predictions ({seconds:.0f} s)"
@@ -662,24 +662,6 @@ def _same_run(cell: dict[str, Any], seed: int, quick: bool, tune: bool) -> bool:
     return cell.get("seed") == seed + cell.get("split", -1) and have == wanted
 
 
-def _valid_lines(path: Path, log: Callable[[str], None]) -> list[dict[str, Any]]:
-    cells = []
-    lines = path.read_text().splitlines()
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            cells.append(json.loads(line))
-        except json.JSONDecodeError as err:
-            if i == len(lines) - 1:  # the cell being written when the run was killed: it runs again
-                log(f"{path}: dropped its last line, cut short when the run stopped")
-                continue
-            raise BnnkitError(
-                f"{path}, line {i + 1}, is not JSON ({err}); delete that line and retry."
-            ) from err
-    return cells
-
-
 def _read_cells(
     path: Path,
     datasets: Sequence[str],
@@ -695,7 +677,7 @@ def _read_cells(
         )
     names = {resolve_uci_name(d) for d in datasets}
     latest: dict[tuple, dict[str, Any]] = {}  # a later line for the same cell (a rerun) supersedes
-    asked = [c for c in _valid_lines(path, log) if c.get("dataset") in names and c.get("method") in methods]
+    asked = [c for c in read_records(path, log) if c.get("dataset") in names and c.get("method") in methods]
     # Cells of another seed, mode, tuning rule or protocol are not this command's numbers.
     lines = [c for c in asked if _same_run(c, seed, quick, tune)]
     if len(lines) < len(asked):

@@ -121,6 +121,17 @@ def build_parser() -> argparse.ArgumentParser:
     ban.add_argument("--quick", action="store_true", help="a smoke test: 300 interactions, small network")
     ban.add_argument("--data", default=None, help="data directory (default: $BNNKIT_DATA or the user cache)")
     ban.add_argument("--out", default="bnnkit-out/bandit")
+    ban.add_argument(
+        "--resume",
+        action="store_true",
+        help="reuse the runs in OUT/bandit_runs.jsonl with the same arguments; play only the missing ones",
+    )
+    ban.add_argument(
+        "--from-runs",
+        default=None,
+        metavar="FILE",
+        help="play nothing: rebuild the tables and plots from a bandit_runs.jsonl (runs it lacks are left out)",
+    )
     ban.add_argument("--threads", type=int, default=1)
     ban.add_argument("--no-progress", action="store_true")
     return parser
@@ -220,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
             root=args.data,
             quick=args.quick,
             progress=not args.no_progress,
+            resume=args.resume,
+            from_runs=args.from_runs,
         )
         print((Path(args.out) / "bandit.md").read_text())
         return 0

@@ -233,3 +233,97 @@ def test_the_same_command_gives_the_same_numbers(tmp_path):
     assert a["summary"]["0.6"]["bbb"]["final_expected_regret_sd"] is not None
     assert [r["curve"] for r in a["runs"]] == [r["curve"] for r in b["runs"]]
     assert [r["final_realised_regret"] for r in a["runs"]] == [r["final_realised_regret"] for r in b["runs"]]
+
+
+# ---------------------------------------------------------------------------- records, resume, rebuild
+def _short(tmp, **kw):
+    args = dict(methods=("sgld", "greedy0"), patterns=(0.5,), seeds=(0, 1), steps=40, quick=True)
+    args.update(kw)
+    return run_bandit(out=tmp, root=str(DATA), progress=False, log=quiet, **args)
+
+
+def _finals(report):
+    return {
+        (r["method"], r["pattern"], r["seed"]): (r["final_expected_regret"], r["curve"])
+        for r in report["runs"]
+    }
+
+
+@needs_data
+def test_a_stopped_command_keeps_its_finished_runs_and_resume_plays_only_the_rest(tmp_path, monkeypatch):
+    full = _short(tmp_path / "full")
+    real_play, calls = bandit.play, []
+
+    def dies_on_the_third_run(*args, **kw):
+        calls.append(args[0])
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # the user stops the command mid-way
+        return real_play(*args, **kw)
+
+    monkeypatch.setattr(bandit, "play", dies_on_the_third_run)
+    with pytest.raises(KeyboardInterrupt):
+        _short(tmp_path / "run")
+    records = (tmp_path / "run" / bandit.RUNS_FILE).read_text().splitlines()
+    assert len(records) == 2 and json.loads(records[0])["config"]["hidden"] == 20
+    # a line cut short by a kill while it was written is dropped, not an error
+    with (tmp_path / "run" / bandit.RUNS_FILE).open("a") as f:
+        f.write('{"method": "greedy0", "pat')
+    calls.clear()
+    monkeypatch.setattr(bandit, "play", lambda *a, **k: (calls.append(a[0]), real_play(*a, **k))[1])
+    resumed = _short(tmp_path / "run", resume=True)
+    assert calls == ["greedy0", "greedy0"]  # both sgld runs were reused
+    assert _finals(resumed) == _finals(full) and resumed["runs_reused"] == 2
+    assert len((tmp_path / "run" / bandit.RUNS_FILE).read_text().splitlines()) == 4
+    assert "reused 2 of its 4 runs" in (tmp_path / "run" / "bandit.md").read_text()
+    # another configuration is another run: nothing is reused
+    calls.clear()
+    _short(tmp_path / "run", resume=True, config={"noise": 0.3}, methods=("sgld",), seeds=(0,))
+    assert calls == ["sgld"]
+
+
+@needs_data
+def test_a_run_without_resume_keeps_the_earlier_records_aside(tmp_path):
+    _short(tmp_path, methods=("greedy0",), seeds=(0,))
+    before = (tmp_path / bandit.RUNS_FILE).read_text()
+    _short(tmp_path, methods=("greedy5",), seeds=(0,))
+    assert (tmp_path / "bandit_runs.previous.jsonl").read_text() == before
+    assert json.loads((tmp_path / bandit.RUNS_FILE).read_text())["method"] == "greedy5"
+
+
+@needs_data
+def test_the_report_is_rebuilt_from_records_of_separate_commands(tmp_path):
+    a = _short(tmp_path / "a", seeds=(0,))
+    b = _short(tmp_path / "b", seeds=(1,), methods=("sgld",))
+    both = tmp_path / "both.jsonl"
+    both.write_text(
+        (tmp_path / "a" / bandit.RUNS_FILE).read_text() + (tmp_path / "b" / bandit.RUNS_FILE).read_text()
+    )
+    lines = []
+    rebuilt = run_bandit(
+        out=tmp_path / "r",
+        root=str(DATA),
+        methods=("sgld", "greedy0", "bbb"),
+        patterns=(0.5,),
+        seeds=(0, 1),
+        steps=40,
+        quick=True,
+        progress=False,
+        log=lines.append,
+        from_runs=both,
+    )
+    assert _finals(rebuilt) == {**_finals(a), **_finals(b)}
+    assert rebuilt["summary"]["0.5"]["sgld"]["seeds"] == [0, 1]
+    assert rebuilt["summary"]["0.5"]["bbb"] is None
+    md = (tmp_path / "r" / "bandit.md").read_text()
+    assert "| greedy0 | " in md and "(n = 1)" in md.split("| greedy0 |")[1].splitlines()[0]
+    assert "| bbb | - |" in md
+    assert any("bbb p=0.5 seed 0" in line and "greedy0 p=0.5 seed 1" in line for line in lines)
+    assert (tmp_path / "r" / "bandit_p0.5.png").stat().st_size > 0
+    assert not (tmp_path / "r" / bandit.RUNS_FILE).exists()  # a rebuild plays and records nothing
+    # nothing of the arguments in the file, a missing file, and both modes at once are refused
+    with pytest.raises(BnnkitError, match="holds no run"):
+        _short(tmp_path / "r", from_runs=both, steps=41)
+    with pytest.raises(BnnkitError, match="does not exist"):
+        _short(tmp_path / "r", from_runs=tmp_path / "nope.jsonl")
+    with pytest.raises(BnnkitError, match="pass one"):
+        _short(tmp_path / "r", from_runs=both, resume=True)

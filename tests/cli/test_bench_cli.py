@@ -16,3 +16,22 @@ def test_bench_bandit_quick_cli(tmp_path):
     assert main(args + ["--data", str(DATA), "--out", str(out), "--no-progress"]) == 0
     md = (out / "bandit.md").read_text()
     assert "sgld" in md and "greedy0" in md and "--steps 60" in md
+
+
+@pytest.mark.skipif(not (DATA / "mushroom").exists(), reason="needs ../shared/data/mushroom")
+def test_bench_bandit_resume_and_from_runs_cli(tmp_path):
+    args = ["bench", "bandit", "--quick", "--methods", "greedy0", "--seeds", "0", "--steps", "30"]
+    args += ["--data", str(DATA), "--no-progress"]
+    out = tmp_path / "bandit"
+    assert main(args + ["--out", str(out)]) == 0
+    assert main(args + ["--out", str(out), "--resume"]) == 0
+    assert "reused 1 of its 1 runs" in (out / "bandit.md").read_text()
+    again = tmp_path / "again"
+    assert main(args + ["--out", str(again), "--from-runs", str(out / "bandit_runs.jsonl")]) == 0
+
+    def row(folder):
+        return next(
+            line for line in (folder / "bandit.md").read_text().splitlines() if line.startswith("| greedy0 |")
+        )
+
+    assert row(again) == row(out)
