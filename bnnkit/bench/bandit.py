@@ -926,11 +926,11 @@ def _plot(path: Path, p: float, curves: dict[str, list[list[float]]], grid: list
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    x = torch.tensor(grid).numpy()
+    x = torch.tensor([0, *grid]).numpy()  # no regret before the first interaction
     for m, runs in curves.items():
         if not runs:
             continue
-        c = torch.tensor(runs, dtype=torch.float64)
+        c = torch.nn.functional.pad(torch.tensor(runs, dtype=torch.float64), (1, 0))
         ax.fill_between(
             x, c.min(0).values.numpy(), c.max(0).values.numpy(), color=COLOURS[m], alpha=0.2, lw=0
         )
