@@ -57,6 +57,7 @@ from ..likelihoods import Categorical
 from ..predict import expected_calibration_error, ood_auroc, predictive_entropy
 from ..priors import GaussianPrior
 from .models import resnet18
+from .records import append_record, read_records, start_records
 from .uci import DropoutDraws, canonical_methods, predictive
 
 METHODS = ("sghmc", "sgld", "fsghmc", "fsgld", "bbb", "fbnn", "mcdropout", "ensemble")
@@ -272,6 +273,11 @@ def _draws(method, x, y, cfg, seed, progress, gp, model="cnn", width=None):
     raise BnnkitError(f"unknown method {method!r}; choose from {', '.join(METHODS)}.")
 
 
+ROWS_FILE = "image_rows.jsonl"  # one line per finished method, appended as it finishes
+ROW_KEYS = ("method", "test_error_pct", "nll", "ece", "ood_auroc", "seconds")
+FUNCTIONAL = ("fsghmc", "fsgld", "fbnn")  # the methods with the fitted GP prior
+
+
 def run_image(
     dataset: str = "mnist",
     methods: tuple[str, ...] = METHODS,
@@ -284,25 +290,57 @@ def run_image(
     log: Any = print,
     model: str = "cnn",
     width: int | None = None,
+    resume: bool = False,
 ) -> dict[str, Any]:
     """Run ``methods`` on ``dataset``; write ``image.md/csv/json`` and reliability diagrams.
 
     ``model`` is ``"cnn"`` (the CPU default) or ``"resnet18"`` (``width`` scales its channels;
-    default 64, the standard network).
+    default 64, the standard network).  Each method's row is appended to ``out/image_rows.jsonl``
+    as it finishes, so a stopped run loses only the method in progress; ``resume`` reuses the rows
+    there of the same data set, network, seed, mode and protocol and runs only the other methods.
     """
     methods = tuple(canonical_methods(methods, METHODS))
     build_net(model, width=width)  # a bad model or width fails before any data is read
     cfg = {**DEFAULTS, **(QUICK if quick else {})}
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    # what a row's numbers depend on besides its method; JSON round trip as the record file gives it
+    settings = json.loads(
+        json.dumps(
+            {
+                "dataset": dataset,
+                "model": model,
+                "width": width,
+                "seed": seed,
+                "quick": quick,
+                "protocol": cfg,
+            }
+        )
+    )
+    records = out / ROWS_FILE
+    done: dict[str, dict[str, Any]] = {}
+    if resume and records.is_file():
+        kept = read_records(records, log)
+        records.write_text("".join(json.dumps(r) + "\n" for r in kept))  # drop a line cut short
+        done = {r["method"]: r for r in kept if r.get("settings") == settings and r.get("method") in methods}
+        if done:
+            log(f"{records}: reused {', '.join(m for m in methods if m in done)}")
+    else:
+        start_records(records, log)
     x, y, x_te, y_te, x_ood, ood_name = _load(dataset, root, download, cfg)
     gp, fitted = (None, None)
-    if any(m in ("fsghmc", "fsgld", "fbnn") for m in methods):
+    if any(m in FUNCTIONAL and m not in done for m in methods):
         t0 = time.perf_counter()
         gp, fitted = _fit_gp(x, y, cfg, seed)
         log(f"GP prior fitted in {time.perf_counter() - t0:.0f} s: {fitted}")
+    else:  # every functional row is reused: report the prior they were run with
+        fitted = next((r["gp_prior"] for r in done.values() if r.get("gp_prior")), None)
     rows, reliab = [], {}
     for m in methods:
+        if m in done:
+            rows.append({k: done[m][k] for k in ROW_KEYS})
+            reliab[m] = {k: torch.tensor(v, dtype=torch.float64) for k, v in done[m]["reliability"].items()}
+            continue
         t0 = time.perf_counter()
         post, s = _draws(m, x, y, cfg, seed, progress, gp, model, width)
         seconds = time.perf_counter() - t0
@@ -318,6 +356,15 @@ def run_image(
         }
         rows.append(row)
         reliab[m] = rel
+        append_record(
+            records,
+            {
+                **row,
+                "reliability": {k: v.tolist() for k, v in rel.items()},
+                "gp_prior": fitted if m in FUNCTIONAL else None,
+                "settings": settings,
+            },
+        )
         log(
             f"{dataset} {m:9s} error {row['test_error_pct']:.2f}% NLL {row['nll']:.3f} ECE {ece:.3f} "
             f"AUROC({dataset}->{ood_name}) {row['ood_auroc']:.3f} {seconds:.0f} s"
@@ -347,6 +394,12 @@ def run_image(
         f"{r['seconds']:.0f} |"
         for r in rows
     ]
+    if done:
+        md += [
+            "",
+            f"Rows of {', '.join(m for m in methods if m in done)} reused from `{ROWS_FILE}` (`--resume`): "
+            "the same data set, network, seed and protocol; their seconds are those of the run that made them.",
+        ]
     report = {
         "benchmark": "image_ood",
         "dataset": dataset,
@@ -359,6 +412,7 @@ def run_image(
         "protocol": cfg,
         "gp_prior": fitted,
         "rows": rows,
+        "rows_reused": [m for m in methods if m in done],
         "sizes": {"train": x.shape[0], "test": x_te.shape[0], "ood": x_ood.shape[0]},
     }
     (out / "image.json").write_text(json.dumps(report, indent=2, default=float))

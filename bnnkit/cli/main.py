@@ -104,6 +104,11 @@ def build_parser() -> argparse.ArgumentParser:
     img.add_argument("--data", default=None, help="data directory (default: $BNNKIT_DATA or the user cache)")
     img.add_argument("--download", action="store_true")
     img.add_argument("--out", default="bnnkit-out/image", help="output folder (default: %(default)s)")
+    img.add_argument(
+        "--resume",
+        action="store_true",
+        help="reuse the methods' rows in OUT/image_rows.jsonl with the same arguments; run only the others",
+    )
     img.add_argument("--seed", type=int, default=0)
     img.add_argument("--threads", type=int, default=2)
     img.add_argument("--no-progress", action="store_true")
@@ -213,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
             progress=not args.no_progress,
             model=args.model,
             width=args.width,
+            resume=args.resume,
         )
         print((Path(args.out) / "image.md").read_text())
         return 0

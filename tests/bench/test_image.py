@@ -84,3 +84,33 @@ def test_image_quick_resnet18_and_fmnist_partial(tmp_path):
     assert "ResNet-18 (GroupNorm), width 4" in (tmp_path / "r" / "image.md").read_text()
     for r in report["rows"]:
         assert 0.0 <= r["ood_auroc"] <= 1.0 and r["nll"] > 0
+
+
+@pytest.mark.skipif(not (DATA / "mnist").exists(), reason="needs ../shared/data/mnist")
+def test_a_stopped_image_run_keeps_finished_methods_and_resume_runs_the_rest(tmp_path, monkeypatch):
+    from bnnkit.bench import image
+
+    kw = dict(out=tmp_path, root=str(DATA), quick=True, progress=False, log=lambda s: None)
+    real, calls = image._draws, []
+
+    def stops_on_the_second(m, *args, **kwargs):
+        calls.append(m)
+        if m == "bbb":
+            raise KeyboardInterrupt
+        return real(m, *args, **kwargs)
+
+    monkeypatch.setattr(image, "_draws", stops_on_the_second)
+    with pytest.raises(KeyboardInterrupt):
+        run_image("mnist", ("mcdropout", "bbb"), **kw)
+    (first,) = [json.loads(line) for line in (tmp_path / image.ROWS_FILE).read_text().splitlines()]
+    assert first["method"] == "mcdropout" and first["settings"]["quick"] is True
+    calls.clear()
+    monkeypatch.setattr(image, "_draws", lambda m, *a, **k: (calls.append(m), real(m, *a, **k))[1])
+    report = run_image("mnist", ("mcdropout", "bbb"), resume=True, **kw)
+    assert calls == ["bbb"] and report["rows_reused"] == ["mcdropout"]
+    assert report["rows"][0] == {k: first[k] for k in image.ROW_KEYS}
+    assert "reused from `image_rows.jsonl`" in (tmp_path / "image.md").read_text()
+    assert (tmp_path / "reliability.png").stat().st_size > 10_000
+    calls.clear()
+    run_image("mnist", ("mcdropout",), resume=True, seed=1, **kw)  # another seed: nothing reused
+    assert calls == ["mcdropout"]
