@@ -64,7 +64,9 @@ Agent (bnnkit's choices where the paper is silent; the report lists every value 
 - fbnn: functional VI (:class:`~bnnkit.vi.FBNN`, Sun et al. 2019) with fsgld's GP prior at fsgld's
   measurement points, ``fbnn_function_samples = 10`` function draws per step for the spectral
   Stein score, and bbb's optimiser, updates, initial q and Thompson draw (one draw of all the
-  weights from q); about 15 ms per update unloaded, so 8 updates make it the slowest agent;
+  weights from q); 35-60 ms per interaction (8 updates) with other jobs on the machine, the
+  slowest agent.  With this fixed GP prior it keeps eating poisonous mushrooms to the end and has
+  the highest regret of all agents (``docs/bandit_results.md``);
 - greedy0 / greedy1 / greedy5: the same network from the same initial weights trained by Adam
   (lr 3e-3, weight decay 1e-4) on the mean squared error (MAP), ``updates`` steps per interaction,
   epsilon-greedy with epsilon 0, 1%, 5%.
