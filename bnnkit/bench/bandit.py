@@ -757,7 +757,8 @@ def run_bandit(
     (out / "bandit.json").write_text(json.dumps(report, indent=2, default=float))
     with (out / "bandit.csv").open("w", newline="") as f:
         rows = [{k: v for k, v in r.items() if k != "curve"} for r in runs]
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        # records may carry keys of their own (e.g. a `note`): every key gets a column
+        w = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in rows for k in r)), restval="")
         w.writeheader()
         w.writerows(rows)
     (out / "bandit.md").write_text(report["markdown"])

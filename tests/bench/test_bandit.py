@@ -295,8 +295,10 @@ def test_the_report_is_rebuilt_from_records_of_separate_commands(tmp_path):
     a = _short(tmp_path / "a", seeds=(0,))
     b = _short(tmp_path / "b", seeds=(1,), methods=("sgld",))
     both = tmp_path / "both.jsonl"
+    noted = [json.loads(line) for line in (tmp_path / "b" / bandit.RUNS_FILE).read_text().splitlines()]
+    noted[0]["note"] = "converted from an older report"  # a record with a key of its own
     both.write_text(
-        (tmp_path / "a" / bandit.RUNS_FILE).read_text() + (tmp_path / "b" / bandit.RUNS_FILE).read_text()
+        (tmp_path / "a" / bandit.RUNS_FILE).read_text() + "".join(json.dumps(r) + "\n" for r in noted)
     )
     lines = []
     rebuilt = run_bandit(
@@ -319,6 +321,12 @@ def test_the_report_is_rebuilt_from_records_of_separate_commands(tmp_path):
     assert "| bbb | - |" in md
     assert any("bbb p=0.5 seed 0" in line and "greedy0 p=0.5 seed 1" in line for line in lines)
     assert (tmp_path / "r" / "bandit_p0.5.png").stat().st_size > 0
+    rows = list(csv.DictReader((tmp_path / "r" / "bandit.csv").open()))
+    assert [r["note"] for r in rows] == [
+        "",
+        "converted from an older report",
+        "",
+    ]  # sgld 0, sgld 1, greedy0 0
     assert not (tmp_path / "r" / bandit.RUNS_FILE).exists()  # a rebuild plays and records nothing
     # nothing of the arguments in the file, a missing file, and both modes at once are refused
     with pytest.raises(BnnkitError, match="holds no run"):
