@@ -939,12 +939,17 @@ def _plot(path: Path, p: float, curves: dict[str, list[list[float]]], grid: list
         )
         n = "" if len(runs) == len(seeds) else f", n = {len(runs)}"
         ax.plot(
-            x, c.mean(0).numpy(), color=COLOURS[m], lw=1.6, label=f"{m} ({float(c[:, -1].mean()):.0f}{n})"
+            x,
+            c.mean(0).numpy(),
+            color=COLOURS[m],
+            ls="--" if m in GREEDY_EPSILON else "-",  # the baselines apart from the Bayesian agents
+            lw=1.6,
+            label=f"{m} ({float(c[:, -1].mean()):.0f}{n})",
         )
     ax.set_xlabel("interaction")
     ax.set_ylabel("cumulative expected regret")
     ax.set_title(f"Mushroom bandit, p = {p:g}: mean over seeds {_fmt_list(seeds)}, min-max band", fontsize=10)
-    ax.legend(fontsize=8, loc="upper left", title="method (final mean)", title_fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", title="method (final mean; dashed: greedy)", title_fontsize=8)
     ax.grid(alpha=0.3)
     fig.text(0.01, 0.005, cmd, fontsize=6, color="grey")
     fig.tight_layout(rect=(0, 0.02, 1, 1))
