@@ -86,18 +86,12 @@ with its configuration, appended as it finishes: a stopped command loses only th
 progress, ``resume=True`` / ``--resume`` plays only the runs not in it, and ``from_runs`` /
 ``--from-runs`` rebuilds the report from such files, e.g. of commands run in parallel).
 
-Runtime (one torch thread, measured on a shared 2-core machine): sgld 2.5 ms per interaction
-unloaded (7 ms under load), each greedy agent 2-3 ms, fsgld 7-8 ms (20 ms under load: the GP kernel
-and its Cholesky factor at every step), bbb 17-30 ms (8 updates).  One pattern with 3 seeds at
-5000 interactions took 1005 s under load, so the full protocol (3 patterns x 3 seeds x 10,000) is
-about 1-1.7 hours on one core; patterns can run as separate commands in parallel.
-
-Observed (p = 0.5, seeds 0-2, 5000 interactions; not the full protocol): cumulative expected
-regret sgld 2977 +- 196, greedy0 3265 +- 442, greedy1 3890 +- 967, fsgld 4022 +- 270, greedy5
-5285 +- 1159, bbb 5762 +- 1627.  On seed 0 at 10,000 interactions sgld reaches 4410 against 5460
-(greedy0), 5795 (greedy1) and 7075 (fsgld), with a final slope of 0.13 regret per interaction
-against 0.35 for greedy0.  fSGLD with this fixed GP prior does not beat SGLD here, and online BBB
-learns slowly.
+Runtime (one torch thread, a shared 2-core machine with another job beside it): milliseconds per
+interaction sgld 0.8-1.2, each greedy agent 0.8-1.0, sghmc 1.7, fsgld 2.5, fsghmc 5.3 (the GP
+kernel and its Cholesky factor at every step), bbb 5.5-6.4 and fbnn 35-60 (8 updates each).  The
+full protocol (every method, 3 patterns x 3 seeds x 10,000 interactions) is about 1.5 hours of
+one core, two thirds of it fbnn; methods and patterns can run as separate commands in parallel
+and be joined with ``from_runs``.  Results and their reading: ``docs/bandit_results.md``.
 """
 
 from __future__ import annotations
