@@ -121,6 +121,8 @@ STEPS = 10_000
 EAT, REJECT = 0, 1
 EDIBLE_REWARD, POISON_REWARD, REJECT_REWARD = 5.0, -35.0, 0.0
 
+# A key added here must default to the earlier behaviour: records written before it are read with
+# that default (see _same_run).
 DEFAULTS: dict[str, Any] = {
     "hidden": 100,
     "buffer": 4096,
@@ -680,6 +682,7 @@ def run_bandit(
     cmd = command_line(methods, patterns, seeds, steps, quick)
     grid = _curve_index(steps, cfg["curve_points"])
     record_cfg = json.loads(json.dumps(cfg))  # as a record file gives it back, for the comparison
+    base = json.loads(json.dumps({**DEFAULTS, **(QUICK if quick else {})}))
     runs_path = out / RUNS_FILE
     source = Path(from_runs) if from_runs is not None else runs_path
     stored: list[dict[str, Any]] = []
@@ -702,7 +705,7 @@ def run_bandit(
         for method in methods:
             for seed in seeds:
                 # a later line for the same run (a rerun) supersedes an earlier one
-                found = [r for r in stored if _same_run(r, method, p, seed, steps, record_cfg)]
+                found = [r for r in stored if _same_run(r, method, p, seed, steps, record_cfg, base)]
                 if found:
                     runs.append(_public(found[-1]))
                     reused += 1
@@ -762,10 +765,25 @@ def run_bandit(
     return report
 
 
-def _same_run(r: dict[str, Any], method: str, p: float, seed: int, steps: int, cfg: dict[str, Any]) -> bool:
-    """Whether the record ``r`` is the run this command plays for ``(method, p, seed)``."""
-    wanted = (method, p, seed, steps, cfg)
-    return (r.get("method"), r.get("pattern"), r.get("seed"), r.get("steps"), r.get("config")) == wanted
+def _same_run(
+    r: dict[str, Any], method: str, p: float, seed: int, steps: int, cfg: dict[str, Any], base: dict[str, Any]
+) -> bool:
+    """Whether the record ``r`` is the run this command plays for ``(method, p, seed)``.
+
+    A record written before a key joined :data:`DEFAULTS` lacks that key; it is read with the key's
+    default (``base``), since a new key's default keeps the earlier behaviour.  A key the record has
+    and the configuration does not (one since removed) never matches.
+    """
+    stored = r.get("config")
+    if not isinstance(stored, dict):
+        return False
+    return (r.get("method"), r.get("pattern"), r.get("seed"), r.get("steps"), {**base, **stored}) == (
+        method,
+        p,
+        seed,
+        steps,
+        cfg,
+    )
 
 
 def _public(record: dict[str, Any]) -> dict[str, Any]:

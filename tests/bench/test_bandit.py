@@ -282,6 +282,30 @@ def test_a_stopped_command_keeps_its_finished_runs_and_resume_plays_only_the_res
 
 
 @needs_data
+def test_records_older_than_a_config_key_are_read_with_its_default(tmp_path):
+    first = _short(tmp_path, methods=("greedy0",), seeds=(0,))
+    record = json.loads((tmp_path / bandit.RUNS_FILE).read_text())
+    older = dict(record, config={k: v for k, v in record["config"].items() if k != "curve_points"})
+    (tmp_path / "older.jsonl").write_text(json.dumps(older) + "\n")
+    rebuilt = _short(tmp_path / "r", methods=("greedy0",), seeds=(0,), from_runs=tmp_path / "older.jsonl")
+    assert _finals(rebuilt) == _finals(first)
+    # ... but not when the command sets that key to another value than the default
+    with pytest.raises(BnnkitError, match="holds no run"):
+        _short(
+            tmp_path / "r",
+            methods=("greedy0",),
+            seeds=(0,),
+            from_runs=tmp_path / "older.jsonl",
+            config={"curve_points": 100},
+        )
+    # a key the current configuration does not know (one since removed) never matches
+    newer = dict(record, config={**record["config"], "retired_key": 1})
+    (tmp_path / "newer.jsonl").write_text(json.dumps(newer) + "\n")
+    with pytest.raises(BnnkitError, match="holds no run"):
+        _short(tmp_path / "r", methods=("greedy0",), seeds=(0,), from_runs=tmp_path / "newer.jsonl")
+
+
+@needs_data
 def test_a_run_without_resume_keeps_the_earlier_records_aside(tmp_path):
     _short(tmp_path, methods=("greedy0",), seeds=(0,))
     before = (tmp_path / bandit.RUNS_FILE).read_text()
