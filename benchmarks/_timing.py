@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import platform
 import statistics
@@ -23,6 +24,14 @@ def time_per_call(fn: Callable[[], object], number: int = 200, repeats: int = 7,
             fn()
         runs.append((time.perf_counter() - t) / number)
     return statistics.median(runs)
+
+
+def cycling_batches(
+    X: torch.Tensor, y: torch.Tensor, m: int
+) -> Callable[[], tuple[torch.Tensor, torch.Tensor]]:
+    """A function that returns the next of the consecutive ``m``-row minibatches of ``(X, y)``, cycling."""
+    batches = itertools.cycle([(X[i : i + m], y[i : i + m]) for i in range(0, len(X) - m, m)])
+    return lambda: next(batches)
 
 
 def write_results(path: str | Path, results: dict) -> None:

@@ -21,7 +21,7 @@ import argparse
 import torch
 
 import bnnkit
-from benchmarks._timing import time_per_call, write_results
+from benchmarks._timing import cycling_batches, time_per_call, write_results
 from bnnkit.bench.models import mlp
 from bnnkit.functional import FSGHMC, FunctionalPosterior, GPPrior, MeasurementPoints
 
@@ -36,18 +36,13 @@ def main() -> None:
     torch.manual_seed(0)
     n, m = 506, 32
     X, y = torch.randn(n, 13), torch.randn(n)
-    batches = [(X[i : i + m], y[i : i + m]) for i in range(0, n - m, m)]
-    k = {"i": 0}
-
-    def next_batch():
-        k["i"] = (k["i"] + 1) % len(batches)
-        return batches[k["i"]]
+    next_batch = cycling_batches(X, y, m)
 
     gen = torch.Generator().manual_seed(0)
 
     def step_time(alg, post) -> float:
         kernel = alg.build(post.target())
-        st = {"s": kernel.init(post.initial_position("module"), batches[0])}
+        st = {"s": kernel.init(post.initial_position("module"), (X[:m], y[:m]))}
 
         def step() -> None:
             st["s"], _ = kernel.step(st["s"], next_batch(), gen)

@@ -22,7 +22,7 @@ import time
 import torch
 
 import bnnkit
-from benchmarks._timing import time_per_call, write_results
+from benchmarks._timing import cycling_batches, time_per_call, write_results
 from bnnkit.bench.models import mlp
 from bnnkit.data import Minibatches
 
@@ -37,12 +37,7 @@ def main() -> None:
     torch.manual_seed(0)
     n, m = 506, 32
     X, y = torch.randn(n, 13), torch.randn(n)
-    batches = [(X[i : i + m], y[i : i + m]) for i in range(0, n - m, m)]
-    k = {"i": 0}
-
-    def next_batch():
-        k["i"] = (k["i"] + 1) % len(batches)
-        return batches[k["i"]]
+    next_batch = cycling_batches(X, y, m)
 
     net = mlp(13, 50)
     opt = torch.optim.SGD(net.parameters(), lr=1e-6)
@@ -68,10 +63,10 @@ def main() -> None:
             name += "_compiled"
             if "compile_seconds" not in results:
                 t0 = time.perf_counter()
-                compiled.value_and_grad(x0, batches[0])
+                compiled.value_and_grad(x0, (X[:m], y[:m]))
                 results["compile_seconds"] = time.perf_counter() - t0
         kernel = alg.build(compiled if compile_ else target)
-        st = {"s": kernel.init(x0, batches[0])}
+        st = {"s": kernel.init(x0, (X[:m], y[:m]))}
 
         def step(kernel=kernel, st=st) -> None:
             st["s"], _ = kernel.step(st["s"], next_batch(), gen)
