@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..core.errors import BnnkitError
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bnnkit", description="Bayesian neural networks in PyTorch.")
@@ -58,7 +60,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma-separated, from sgld,sghmc,fsgld,fsghmc,nuts,bbb,fbnn,mcdropout,ensemble "
         "(hmc: an alias of nuts) (default: %(default)s)",
     )
-    uci.add_argument("--splits", type=int, default=10)
+    uci.add_argument("--splits", type=int, default=10, help="run splits 0..SPLITS-1 (default: %(default)s)")
+    uci.add_argument(
+        "--first-split",
+        type=int,
+        default=0,
+        help="start at this split (e.g. 4 with --splits 10 runs 4-9 beside a run of 0-3; "
+        "--from-cells joins their cells)",
+    )
     uci.add_argument("--quick", action="store_true", help="tiny network and runs, 200 rows: a smoke test")
     uci.add_argument("--data", default=None, help="data directory (default: $BNNKIT_DATA or the user cache)")
     uci.add_argument("--out", default="bnnkit-out/uci", help="output folder (default: %(default)s)")
@@ -143,7 +152,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The ``bnnkit`` command.  Bad input ends in one line that says what to change (exit status 2),
+    not a traceback; a stop by Ctrl-C says where the finished work is kept (exit status 130)."""
     args = build_parser().parse_args(argv)
+    try:
+        return _run(args)
+    except BnnkitError as err:
+        print(f"bnnkit: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        hint = (
+            f"; the finished work is kept in {args.out}: run the same command with --resume to go on"
+            if hasattr(args, "resume") and getattr(args, "out", None)
+            else ""
+        )
+        print(f"bnnkit: stopped{hint}.", file=sys.stderr)
+        return 130
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.command == "demo":
         from .demo import run_demo
 
@@ -197,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
             tune=args.tune,
             from_cells=args.from_cells,
             resume=args.resume,
+            first_split=args.first_split,
         )
         print(report["markdown"])
         print(f"wrote {args.out}/uci.md, uci.csv, uci.json and uci.png")

@@ -156,6 +156,16 @@ def test_resume_runs_only_the_missing_cells_and_gives_a_single_runs_numbers(tmp_
     assert [c["rmse"] for c in resumed["cells"]] == [c["rmse"] for c in whole["cells"]]
     assert len((out / "uci_cells.jsonl").read_text().splitlines()) == 4
 
+    # a run of split 1 alone (beside one of split 0) gives the single run's split-1 cells
+    ran.clear()
+    alone = run_uci(["yacht"], ["sghmc", "bbb"], splits=2, first_split=1, out=tmp_path / "alone", **kw)
+    assert ran == ["sghmc", "bbb"] and [c["split"] for c in alone["cells"]] == [1, 1]
+    assert [c["rmse"] for c in alone["cells"]] == [c["rmse"] for c in whole["cells"][2:]]
+    assert "--first-split 1" in alone["markdown"] and "1 split(s) (1-1)" in alone["markdown"]
+    for bad in (-1, 2):
+        with pytest.raises(BnnkitError, match="first_split must lie in 0..1"):
+            run_uci(["yacht"], ["sghmc"], splits=2, first_split=bad, out=tmp_path / "bad", **kw)
+
     # cells of an older protocol (written before the key existed: protocol 1) are not reused
     ran.clear()
     old = [json.loads(x) for x in (out / "uci_cells.jsonl").read_text().splitlines()]

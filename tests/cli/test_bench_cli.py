@@ -35,3 +35,24 @@ def test_bench_bandit_resume_and_from_runs_cli(tmp_path):
         )
 
     assert row(again) == row(out)
+
+
+def test_bad_input_ends_in_one_line_that_says_what_to_change(tmp_path, capsys):
+    args = ["bench", "uci", "--datasets", "yacht", "--methods", "sgld", "--splits", "2", "--first-split", "3"]
+    assert main(args + ["--out", str(tmp_path), "--quick"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("bnnkit: error: first_split must lie in 0..1") and "Traceback" not in err
+    assert main(["bench", "bandit", "--methods", "nosuch", "--out", str(tmp_path)]) == 2
+    assert "nosuch" in capsys.readouterr().err
+
+
+def test_a_stop_by_ctrl_c_says_where_the_finished_work_is(tmp_path, capsys, monkeypatch):
+    import bnnkit.bench.bandit as bandit
+
+    def stopped(*args, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bandit, "run_bandit", stopped)
+    assert main(["bench", "bandit", "--quick", "--out", str(tmp_path / "b")]) == 130
+    err = capsys.readouterr().err
+    assert f"kept in {tmp_path / 'b'}" in err and "--resume" in err
