@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 
 import pytest
+import torch
 
 import bnnkit.bench.uci as uci
 from bnnkit.bench.uci import DEFAULTS, METHODS, _epochs, default_step_size, friction, run_uci
@@ -279,3 +280,38 @@ def test_tuning_chains_burn_in_as_long_as_the_run_they_tune(monkeypatch):
     assert uci.TUNE["burn_in"] is None and seen["num_warmup"] == cfg["burn_in"] == 4000
     assert seen["chain_method"] == "vectorized"  # the pair shares each step's measurement points
     assert seen["grid"]["step_size"] == [uci.DEFAULTS["step_size"]["sgld"] * f for f in uci.TUNE["factors"]]
+
+
+def test_gp_fit_subset_is_seeded_by_split_and_older_cells_are_reused_only_where_it_was_not_drawn(
+    tmp_path, monkeypatch
+):
+    if not (DATA / "uci").exists():
+        pytest.skip("needs ../shared/data/uci")
+    from bnnkit.data import load_uci
+    from bnnkit.functional import GPPrior
+
+    # protocol 2 and 3 differ only where the GP fit draws a subset: the listed sets never do
+    for name in ("boston", "concrete", "energy", "yacht", "wine", "kin8nm"):
+        rows = load_uci(name, 0, root=str(DATA)).x_train.shape[0]
+        assert (rows <= uci.GP_FIT_MAX_POINTS) == (uci.resolve_uci_name(name) in uci.NO_GP_SUBSET), name
+
+    # the fit's generator is seeded with seed + split, whatever the global RNG holds
+    seen = []
+    real = GPPrior.fit
+    monkeypatch.setattr(
+        GPPrior,
+        "fit",
+        lambda self, *a, **k: (seen.append(k["generator"].initial_seed()), real(self, *a, **k))[1],
+    )
+    torch.manual_seed(123)
+    kw = dict(root=str(DATA), quick=True, progress=False, log=lambda s: None, seed=5)
+    run_uci(["yacht"], ["bbb"], splits=2, out=tmp_path / "a", **kw)
+    assert seen == [5, 6]
+
+    cell = {"dataset": "yacht", "split": 1, "method": "bbb", "seed": 6, "quick": False, "tuned": False}
+    assert uci._same_run({**cell, "protocol": 2}, 5, False, False)
+    assert uci._same_run({**cell, "protocol": 3}, 5, False, False)
+    assert not uci._same_run({**cell, "protocol": 1}, 5, False, False)
+    wine = {**cell, "dataset": "wine-quality-red"}
+    assert not uci._same_run({**wine, "protocol": 2}, 5, False, False)
+    assert uci._same_run({**wine, "protocol": 3}, 5, False, False)

@@ -282,13 +282,18 @@ def test_repeated_rows_do_not_collapse_the_fitted_noise():
     x = torch.rand(60, 2, generator=g, dtype=F64) * 4
     y = torch.sin(x[:, 0]) + 0.3 * torch.randn(60, generator=g, dtype=F64)
     plain = GPPrior("rbf", input_dim=2).fit(x, y, num_steps=100, progress=False)
-    doubled = GPPrior("rbf", input_dim=2).fit(torch.cat([x, x]), torch.cat([y, y]), num_steps=100, progress=False)
+    doubled = GPPrior("rbf", input_dim=2).fit(
+        torch.cat([x, x]), torch.cat([y, y]), num_steps=100, progress=False
+    )
     assert doubled["num_points"] == 60
     assert doubled["noise_variance"] == pytest.approx(plain["noise_variance"], rel=1e-9)
     assert 0.3**2 / 3 < plain["noise_variance"] < 3 * 0.3**2
     # Repeated inputs with different targets are evidence about the noise and stay.
     y2 = torch.cat([y, y + 0.3 * torch.randn(60, generator=g, dtype=F64)])
-    assert GPPrior("rbf", input_dim=2).fit(torch.cat([x, x]), y2, num_steps=5, progress=False)["num_points"] == 120
+    assert (
+        GPPrior("rbf", input_dim=2).fit(torch.cat([x, x]), y2, num_steps=5, progress=False)["num_points"]
+        == 120
+    )
 
 
 def test_shared_kernel_mll_equals_gpytorch_exact_mll_and_independent_gps():
@@ -354,6 +359,12 @@ def test_fit_subsamples_reproducibly_and_shows_progress(capsys):
     assert a == b and a != c
     fit(0, progress=True)
     assert "gp prior fit" in capsys.readouterr().err
+    # no generator: the subset is seeded, not taken from the global RNG (whose seed differs per process)
+    torch.manual_seed(1)
+    d1 = GPPrior("rbf").fit(x, y, num_steps=5, max_points=20, progress=False)
+    torch.manual_seed(2)
+    d2 = GPPrior("rbf").fit(x, y, num_steps=5, max_points=20, progress=False)
+    assert d1 == d2 == a
     gp = GPPrior("rbf", lengthscale=0.9)  # an explicit value is the starting point
     gp.fit(x, y, num_steps=1, lr=1e-6, progress=False)
     assert gp.hyperparameters()["lengthscale"] == pytest.approx(0.9, rel=1e-3)
