@@ -374,3 +374,52 @@ def test_fit_subsamples_reproducibly_and_shows_progress(capsys):
         GPPrior("rbf").fit(x, y, num_steps=0, progress=False)
     with pytest.raises(BnnkitError, match="built for input_dim=2"):
         GPPrior("rbf", input_dim=2).fit(x, y, progress=False)
+
+
+def test_fit_on_a_subset_keeps_the_start_that_predicts_unseen_rows_best(monkeypatch):
+    """With ``max_points`` rows left over, a second fit starts from the median distance; the fit
+    with the lower predictive NLL on those rows is kept (checked against gpytorch's predictive)."""
+    x, y, _ = draw_gp(90, 0.6, 1.0, 0.05, seed=3)
+
+    def fit(gp, n=90):
+        return gp.fit(x[:n], y[:n], num_steps=20, max_points=30, progress=False)
+
+    gp = GPPrior("rbf")
+    f = fit(gp)
+    first, second = f["starts"]
+    assert first["lengthscale_start"] < second["lengthscale_start"]  # the pick, then the median
+    kept = min(f["starts"], key=lambda s: s["heldout_nll"])
+    assert f["noise_variance"] == kept["noise_variance"] and f["loss"] == kept["loss"]
+    assert gp.hyperparameters() == kept["hyperparameters"]
+
+    # the held-out NLL of the kept fit, from gpytorch's own predictive distribution
+    perm = torch.randperm(90, generator=torch.Generator().manual_seed(0))
+    xs, ys = x[perm[:30]].reshape(-1, 1), y[perm[:30]]
+    xh, yh = x[perm[30:60]].reshape(-1, 1), y[perm[30:60]]
+
+    class Exact(gpytorch.models.ExactGP):
+        def forward(self, z):
+            return gpytorch.distributions.MultivariateNormal(torch.zeros(len(z), dtype=F64), gp.kernel(z))
+
+    lik = gpytorch.likelihoods.GaussianLikelihood().double()
+    lik.noise = f["noise_variance"]
+    model = Exact(xs, ys - ys.mean(), lik).double().eval()
+    lik.eval()
+    with torch.no_grad():
+        pred = lik(model(xh))
+        nll = -torch.distributions.Normal(pred.mean + ys.mean(), pred.variance.sqrt()).log_prob(yh).mean()
+    assert float(nll) == pytest.approx(kept["heldout_nll"], rel=1e-6)
+
+    # whichever start wins, its hyperparameters are the ones the prior keeps
+    for scores, winner in (([2.0, 1.0], 1), ([1.0, 2.0], 0), ([1.0, 1.0], 0)):
+        it = iter(scores)
+        monkeypatch.setattr(GPPrior, "_heldout_nll", lambda self, *a, it=it: next(it))
+        gp = GPPrior("rbf")
+        f = fit(gp)
+        assert gp.hyperparameters() == f["starts"][winner]["hyperparameters"]
+        assert f["noise_variance"] == f["starts"][winner]["noise_variance"]
+    monkeypatch.undo()
+
+    # fewer than max_points rows left over, or an explicit lengthscale (the user's start): one start
+    assert fit(GPPrior("rbf"), n=59)["starts"] is None
+    assert fit(GPPrior("rbf", lengthscale=0.5))["starts"] is None
