@@ -402,6 +402,9 @@ class GPPrior:
                     if not second_nll < first_nll:  # ties and NaN keep the first start's fit
                         self.kernel.load_state_dict(first[0])
                         _, likelihood, model, loss_value = first
+                elif bar is not None:  # the second start was not needed
+                    bar.total = num_steps
+                    bar.refresh()
         finally:
             if bar is not None:
                 bar.close()
