@@ -8,8 +8,9 @@ Protocol (bnnkit's defaults where the paper is silent; the report states every o
 - likelihood: Gaussian; the samplers sample the noise precision with the weights (Gamma(1, 0.1)
   prior, start at noise 0.5: a large starting noise also smooths the burn-in); the VI baselines
   (bbb, fbnn, mcdropout, ensemble) cover weights only, so they use, fixed, the noise of an RBF GP
-  (ARD) fitted by marginal likelihood on at most 1000 training rows, the same GP that is the
-  functional methods' prior;
+  (ARD) fitted by marginal likelihood on at most 1000 training rows (a subset drawn with seed
+  ``seed + split``; with 1000 more rows to spare, the better of two starts on those rows), the
+  same GP that is the functional methods' prior;
 - SG-MCMC (sgld, sghmc, fsgld, fsghmc): minibatch 32, ``burn_in`` steps, then ``draws`` draws
   thinned by ``thin`` (paper: 500 burn-in iterations, 15 draws, thinning unknown), N(0, 1)
   weight prior for sgld/sghmc, the fitted RBF GP prior at measurement points for the functional
