@@ -381,8 +381,8 @@ class GPPrior:
                     xs, ys, constant, target_mean, None, num_steps, lr, bar
                 )
                 starts = None
-                median = _median_distance(xs)
-                if restart and held is not None and picked != median:
+                median = _median_distance(xs) if restart else None  # only a restart starts there
+                if held is not None and median is not None and picked != median:
                     # Two optima with close marginal likelihoods can differ tenfold in the noise
                     # (protein: 0.11 vs 0.73); the one that predicts unseen rows better is kept.
                     first = (copy.deepcopy(self.kernel.state_dict()), likelihood, model, loss_value)
