@@ -61,7 +61,7 @@ from ..core.driver import sample
 from ..core.errors import BnnkitError
 from ..core.posterior import Posterior
 from ..data.minibatch import Minibatches
-from ..data.uci import load_uci, resolve_uci_name
+from ..data.uci import load_uci, resolve_uci_name, uci_num_splits
 from ..likelihoods import Gaussian
 from ..predict import predict, rmse
 from ..priors import GaussianPrior
@@ -591,7 +591,10 @@ def run_uci(
         start_records(partial, log)
     for ds in datasets:
         name = resolve_uci_name(ds)
-        for split in range(first_split, splits):
+        available = uci_num_splits(name, root=root)
+        if splits > available:  # protein has 5 standard splits, the others 20
+            log(f"{name} has only {available} standard splits: splits {available}-{splits - 1} are skipped.")
+        for split in range(first_split, min(splits, available)):
             todo = [m for m in methods if (name, split, m) not in done]
             for m in methods:
                 if m not in todo:
@@ -847,7 +850,8 @@ def _report(
         *([vi_note] if vi_note else []),
         *(
             [
-                "Rebuilt from the `uci_cells.jsonl` of this command, stopped before it finished: the rows "
+                "Rebuilt from the `uci_cells.jsonl` of this command (or of a run that stopped before it "
+                "finished): the rows "
                 "average the splits present, "
                 + "; ".join(
                     f"{resolve_uci_name(d)} {sorted({c['split'] for c in cells if c['dataset'] == resolve_uci_name(d)})}"

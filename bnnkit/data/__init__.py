@@ -9,7 +9,7 @@ from .minibatch import LoaderStream, Minibatches, minibatches
 from .mnist import load_mnist
 from .mushroom import load_mushroom
 from .toy import load_toy1d, toy1d_function
-from .uci import UCI_DATASETS, UCISplit, load_uci
+from .uci import UCI_DATASETS, UCISplit, load_uci, uci_num_splits
 
 __all__ = [
     "Minibatches",
@@ -18,6 +18,7 @@ __all__ = [
     "load_toy1d",
     "toy1d_function",
     "load_uci",
+    "uci_num_splits",
     "UCISplit",
     "UCI_DATASETS",
     "load_mushroom",

@@ -131,6 +131,15 @@ def _column_stats(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mean, std
 
 
+def uci_num_splits(name: str, root: str | os.PathLike[str] | None = None, download: bool = False) -> int:
+    """How many standard train/test splits the UCI set ``name`` has (20 for most, 5 for protein)."""
+    canonical = resolve_uci_name(name)
+    path = require_file(
+        f"uci/{canonical}/n_splits.txt", f"{UCI_BASE_URL}/{canonical}/data/n_splits.txt", root, download, None
+    )
+    return int(_load_ints(path)[0])
+
+
 def load_uci(
     name: str,
     split: int = 0,

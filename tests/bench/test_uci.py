@@ -315,3 +315,24 @@ def test_gp_fit_subset_is_seeded_by_split_and_older_cells_are_reused_only_where_
     wine = {**cell, "dataset": "wine-quality-red"}
     assert not uci._same_run({**wine, "protocol": 2}, 5, False, False)
     assert uci._same_run({**wine, "protocol": 3}, 5, False, False)
+
+
+@pytest.mark.skipif(not (DATA / "uci").exists(), reason="needs ../shared/data/uci")
+def test_splits_past_a_sets_standard_splits_are_skipped_not_an_error(tmp_path, monkeypatch):
+    # protein has 5 standard splits: `--splits 10` over several sets must not stop at its split 5
+    assert uci.uci_num_splits("protein", root=str(DATA)) == 5
+    assert uci.uci_num_splits("yacht", root=str(DATA)) == 20
+    monkeypatch.setattr(uci, "uci_num_splits", lambda name, root=None: 1)
+    said = []
+    rep = run_uci(
+        ["yacht"],
+        ["sghmc"],
+        splits=3,
+        out=tmp_path,
+        root=str(DATA),
+        quick=True,
+        progress=False,
+        log=said.append,
+    )
+    assert [c["split"] for c in rep["cells"]] == [0]
+    assert any("only 1 standard splits: splits 1-2 are skipped" in s for s in said)
