@@ -168,7 +168,7 @@ def load_uci(
     if split_idx is None or isinstance(split, bool):
         raise BnnkitError(f"split must be an integer, got {split!r}.")
 
-    num_splits = int(_load_ints(get("n_splits.txt"))[0])
+    num_splits = uci_num_splits(canonical, root, download)
     if not 0 <= split_idx < num_splits:
         raise BnnkitError(
             f"split={split!r} is out of range for {canonical}: it has {num_splits} splits, so split must "
