@@ -7,8 +7,8 @@ inference, and use it: predictive distributions, calibrated uncertainty, OOD sco
 from .core.driver import sample
 from .core.flat import FlatView
 from .core.posterior import Posterior
-from .core.samples import Samples, StoredSamples
-from .core.storage import load_samples
+from .core.samples import Samples
+from .core.storage import StoredSamples, load_samples
 from .core.target import Target, as_target
 from .likelihoods import Bernoulli, Categorical, Gaussian
 from .priors import GaussianPrior, LaplacePrior, ScaleMixturePrior

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,14 +19,16 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .errors import BnnkitError, check_int_at_least
+from .errors import BnnkitError, DivergenceError, check_int_at_least
 from .posterior import Posterior
 from .random import make_generator
-from .samples import Samples, StoredSamples
-from .storage import RunStore
+from .samples import Samples
+from .storage import RunStore, StoredSamples
 from .target import Target, as_target
 from .types import Algorithm, Batch, LogDensityFn
+from .weights import warn_if_degenerate
 
+MAX_CONSECUTIVE_DIVERGENCES = 200  # a chain whose every transition diverges this long is stuck
 VECTOR_SEED_OFFSET = 1 << 32  # seeds of vectorised groups never collide with a chain's own seed
 
 InitSpec = str | Mapping[str, Tensor] | Callable[[int, torch.Generator], Mapping[str, Tensor]] | None
@@ -71,6 +74,7 @@ def sample(
     compile: bool = False,
     chain_method: str = "sequential",
     chains: Sequence[int] | None = None,
+    on_divergence: str = "raise",
 ) -> Samples:
     """Run ``algorithm`` on ``posterior`` and return its draws.
 
@@ -104,12 +108,20 @@ def sample(
             work (NUTS, rejection sampling, Gibbs) refuse it with a clear message.
         chains: run only these chain indices (e.g. one rank's share in chain-parallel sampling);
             each keeps the seed it has in a full run, so the union of the parts equals the run.
+        on_divergence: what to do when a chain reaches a non-finite position or log density
+            (a step size too large, a log density that overflows): ``"raise"`` (default) stops at
+            that step with a :class:`DivergenceError` naming the chain, the step and the step
+            size, keeping every draw before it (on disk with ``output``, in the error's
+            ``partial`` otherwise); ``"warn"`` warns, marks the chain diverged and returns the
+            other chains.  A non-finite value never enters the returned or stored draws.
     """
     check_int_at_least("num_samples", num_samples, 1)
     check_int_at_least("num_warmup", num_warmup, 0)
     check_int_at_least("thin", thin, 1)
     check_int_at_least("num_chains", num_chains, 1)
     check_int_at_least("chunk_size", chunk_size, 1)
+    if on_divergence not in ("raise", "warn"):
+        raise BnnkitError(f"on_divergence must be 'raise' or 'warn', got {on_divergence!r}.")
 
     if isinstance(posterior, Posterior):
         if validate and data is not None and not hasattr(data, "next"):
@@ -141,9 +153,7 @@ def sample(
     if chain_method == "vectorized":
         _check_vectorizable(algorithm, batches)
         if not isinstance(batches, FullBatch):
-            from ..data.minibatch import ChainMinibatches
-
-            batches = ChainMinibatches(batches, len(chain_ids))
+            batches = batches.per_chain(len(chain_ids))
         target = target.vectorized(chain_batched=not isinstance(batches, FullBatch), compile=compile)
         units = [chain_ids]
     elif chain_method == "sequential":
@@ -184,25 +194,59 @@ def sample(
         chunk_size=chunk_size,
         num_chains=num_chains,
         sampling_fraction=float(getattr(algorithm, "sampling_fraction", 1.0)),
+        validate=validate,
     )
     results: dict[int, tuple[Tensor, dict[str, Tensor]]] = {}
-    for unit in units:
-        if store is not None and all(store.is_done(c) for c in unit):
-            continue
-        results.update(_run_unit(kernel, target, posterior, batches, fresh_batches, unit, settings, store))
+    diverged: list[int] = []
+    try:
+        for unit in units:
+            if store is not None:
+                for c in unit:  # a finished chain with a damaged chunk runs again from its checkpoint
+                    if store.is_done(c) and store.verify(c):
+                        store.reopen(c)
+                if all(store.is_done(c) or store.is_diverged(c) for c in unit):
+                    diverged += [c for c in unit if store.is_diverged(c)]
+                    continue
+                store.lock(unit)
+            try:
+                results.update(
+                    _run_unit(kernel, target, posterior, batches, fresh_batches, unit, settings, store)
+                )
+            except DivergenceError as err:
+                err.partial = {**results, **err.partial}
+                if store is not None:  # the record says why the chain's draws end where they do
+                    for c in err.chains:
+                        store.mark_diverged(c, {"step": err.step, "message": str(err)})
+                if on_divergence == "raise":
+                    raise
+                warnings.warn(str(err), stacklevel=2)
+                diverged += err.chains
+            finally:
+                if store is not None:
+                    store.unlock()
+    except DivergenceError as err:
+        err.partial = {c: v for c, v in err.partial.items() if c in chain_ids}
+        raise
 
+    kept = [c for c in chain_ids if c not in diverged]
+    if not kept:
+        raise DivergenceError(
+            f"every chain diverged ({diverged}); see the warnings above for where and what to try.",
+            chains=diverged,
+            step=-1,
+        )
     if chains is not None:
         config = {**config, "chains": list(chain_ids)}
+    if diverged:
+        config = {**config, "diverged_chains": sorted(diverged)}
     if store is not None:  # draws stay on disk: memory does not grow with the number of draws
-        samples: Samples = StoredSamples(output, chain_ids, target.view, config)
+        samples: Samples = StoredSamples(output, kept, target.view, config)
     else:
-        positions = torch.stack([results[c][0] for c in chain_ids])
-        first = results[chain_ids[0]][1]
-        stats = {k: torch.stack([results[c][1][k] for c in chain_ids]) for k in first}
+        positions = torch.stack([results[c][0] for c in kept])
+        first = results[kept[0]][1]
+        stats = {k: torch.stack([results[c][1][k] for c in kept]) for k in first}
         samples = Samples(positions, stats, target.view, config)
     if samples.log_weights is not None:
-        from ..diagnostics import warn_if_degenerate
-
         warn_if_degenerate(samples.log_weights)
     return samples
 
@@ -229,9 +273,7 @@ def _check_vectorizable(algorithm: Algorithm, batches: Any) -> None:
             f"{type(algorithm).__name__} cannot run its chains vectorised: {why}. Use "
             "chain_method='sequential'."
         )
-    from ..data.minibatch import Minibatches
-
-    if not isinstance(batches, (FullBatch, Minibatches)):
+    if not (isinstance(batches, FullBatch) or hasattr(batches, "per_chain")):
         raise BnnkitError(
             f"vectorised chains need each chain's minibatches from one tensor stream "
             f"(bnnkit.Minibatches); got {type(batches).__name__}. Use chain_method='sequential' for a "
@@ -269,6 +311,7 @@ class _Settings:
     chunk_size: int
     num_chains: int
     sampling_fraction: float
+    validate: bool = True
 
 
 def _run_unit(
@@ -284,7 +327,7 @@ def _run_unit(
     # still come from each chain's generator, so they equal the sequential run's.
     device = target.view.device  # CUDA parameters need a CUDA generator for their noise
     gen = make_generator(seed, VECTOR_SEED_OFFSET + home if vectorized else home, device)
-    ckpt = store.load_checkpoint(home) if store is not None else None
+    ckpt = store.load_checkpoint(home, unit) if store is not None else None
     adapt = kernel.adaptation if num_warmup > 0 else None
     if ckpt is not None:
         state = ckpt["state_type"](**ckpt["state"])
@@ -301,7 +344,12 @@ def _run_unit(
             )
         else:
             x0 = _initial_position(target, posterior, init, home, gen)
-        state = kernel.init(x0, batches.next(gen) if not isinstance(batches, FullBatch) else batches.data)
+        first = batches.next(gen) if not isinstance(batches, FullBatch) else batches.data
+        # A plain autograd target (a user's log density) is checked by one evaluation; targets
+        # with their own gradient (posteriors, data-parallel, functional priors) are bnnkit's.
+        if cfg.validate and target.grad_fn is None and target.stochastic_grad is None:
+            _check_initial(target, x0, first, unit if vectorized else [home])
+        state = kernel.init(x0, first)
         astate = adapt.init(state, num_warmup) if adapt is not None else None
         start, num_chunks, n_collectable, n_kept = 0, 0, 0, 0
 
@@ -311,15 +359,14 @@ def _run_unit(
     label = f"chains {unit[0] + 1}-{unit[-1] + 1}" if vectorized and len(unit) > 1 else f"chain {home + 1}"
     bar = _progress_bar(total, label, cfg.num_chains, start) if cfg.progress else None
     acc_sum, acc_n, last_refresh = 0.0, 0, 0.0
+    stuck = 0  # consecutive transitions that all diverged (an HMC/NUTS chain that cannot move)
 
     def checkpoint(next_iteration: int) -> None:
         store.save_checkpoint(
             home,
             {
-                "state": state._asdict(),
-                "state_type": type(state),
-                "adapt": astate._asdict() if astate is not None else None,
-                "adapt_type": type(astate) if astate is not None else None,
+                "state": state,
+                "adapt": astate,
                 "generator": gen.get_state(),
                 "batches": batches.state_dict(),
                 "iteration": next_iteration,
@@ -334,6 +381,17 @@ def _run_unit(
         while n_kept < num_samples:
             batch = batches.next(gen)
             state, info = kernel.step(state, batch, gen)
+            if not _finite(state, info):
+                _flush_pending(keep_pos, keep_info, unit, vectorized, store, num_chunks, kept_in_memory)
+                raise _divergence(state, info, unit, vectorized, it, num_warmup, n_kept, store, kept_in_memory)
+            div = getattr(info, "diverging", None)
+            if isinstance(div, Tensor):
+                stuck = stuck + 1 if bool(div.all()) else 0
+                if stuck >= MAX_CONSECUTIVE_DIVERGENCES:
+                    _flush_pending(keep_pos, keep_info, unit, vectorized, store, num_chunks, kept_in_memory)
+                    raise _divergence(
+                        state, info, unit, vectorized, it, num_warmup, n_kept, store, kept_in_memory, stuck
+                    )
             if it < num_warmup and adapt is not None:
                 astate, state = adapt.update(astate, state, info)
                 if it == num_warmup - 1:
@@ -388,6 +446,94 @@ def _run_unit(
     positions = torch.cat([c[0] for c in kept_in_memory])
     stats = {k: torch.cat([c[1][k] for c in kept_in_memory]) for k in kept_in_memory[0][1]}
     return dict(zip(unit, _split_chunk((positions, stats), vectorized, len(unit))))
+
+
+def _check_initial(target: Target, x0: Tensor, batch: Batch, chains: list[int]) -> None:
+    """One evaluation of the log density at the initial position(s), with bnnkit errors for what
+    would otherwise fail deep inside autograd or run silently on NaN."""
+    with torch.enable_grad():
+        xg = x0.detach().requires_grad_(True)
+        lp = target.log_prob(xg, batch)
+    if not isinstance(lp, Tensor):
+        raise BnnkitError(
+            f"the log density returned {type(lp).__name__}, not a tensor; return a scalar torch tensor computed "
+            "from the parameters."
+        )
+    expected = (len(chains),) if x0.ndim == 2 else ()
+    if lp.shape != expected and not (x0.ndim == 1 and lp.numel() == 1):
+        raise BnnkitError(
+            f"the log density returned a tensor of shape {tuple(lp.shape)}; it must return one number (a 0-d "
+            "tensor). If it returns one term per data point or per parameter, sum them."
+        )
+    lp = lp.detach().reshape(-1)
+    bad = [chains[i] for i in torch.nonzero(~torch.isfinite(lp)).flatten().tolist()]
+    if bad:
+        raise BnnkitError(
+            f"the log density is {float(lp[chains.index(bad[0])])} at the initial position of chain(s) {bad}: no "
+            "sampler can start there. Check the data and the log density for NaN/inf, or pass an init= where it "
+            "is finite."
+        )
+
+
+def _finite(state: Any, info: Any) -> bool:
+    """Whether the new position and the step's log density are finite (one host sync)."""
+    total = state.position.sum()
+    lp = getattr(info, "log_density", None)
+    if isinstance(lp, Tensor):
+        total = total + lp.sum()
+    return math.isfinite(float(total))
+
+
+def _flush_pending(keep_pos, keep_info, unit, vectorized, store, num_chunks, kept_in_memory) -> None:
+    """Keep the draws collected since the last chunk (all finite) before stopping a chain."""
+    if not keep_pos:
+        return
+    pending = _stack_chunk(keep_pos, keep_info, len(unit) if vectorized else None)
+    if store is None:
+        kept_in_memory.append(pending)
+        return
+    for c, part in zip(unit, _split_chunk(pending, vectorized, len(unit))):
+        store.write_chunk(c, num_chunks, *part)
+
+
+def _divergence(
+    state, info, unit, vectorized, it, num_warmup, n_kept, store, kept, stuck: int = 0
+) -> DivergenceError:
+    x = state.position.detach()
+    lp = getattr(info, "log_density", None)
+    rows = x.reshape(len(unit), -1) if vectorized else x.reshape(1, -1)
+    bad_x = ~torch.isfinite(rows).all(dim=1)
+    bad_lp = (
+        ~torch.isfinite(lp.detach().reshape(-1)) if isinstance(lp, Tensor) else torch.zeros_like(bad_x)
+    )
+    bad = bad_x | bad_lp.reshape(bad_x.shape) if bad_lp.numel() == bad_x.numel() else bad_x | bad_lp.any()
+    chains = [c for c, b in zip(unit, bad.tolist()) if b] or list(unit)
+    if stuck:
+        what = (
+            f"{stuck} transitions in a row diverged (every proposal reached a non-finite or exploding energy), "
+            "so the chain cannot move"
+        )
+    else:
+        what = ("the position" if bool(bad_x.any()) else "the log density") + " became NaN or infinite"
+    eps = getattr(state, "step_size", None)
+    eps_text = f" at step size {float(eps.max()):.3g}" if isinstance(eps, Tensor) and eps.numel() else ""
+    phase = "warm-up" if it < num_warmup else "sampling"
+    if store is not None:
+        where = f"they are in {store.root} (bnnkit.load_samples(..., chains={list(unit)}))"
+    else:
+        where = "they are in this error's .partial"
+    message = (
+        f"chain(s) {chains} diverged at step {it} ({phase}){eps_text}: {what}. "
+        f"The {n_kept} draws kept before it are finite and kept; {where}. Try a step size several times "
+        "smaller (SG-MCMC: shrink it until the log density stops climbing towards a blow-up), a longer warm-up "
+        "for adapted samplers, or check the log density for overflow (e.g. exp of a large number)."
+    )
+    partial = {}
+    if kept:
+        positions = torch.cat([c[0] for c in kept])
+        stats = {k: torch.cat([c[1][k] for c in kept]) for k in kept[0][1]}
+        partial = dict(zip(unit, _split_chunk((positions, stats), vectorized, len(unit))))
+    return DivergenceError(message, chains=chains, step=it, partial=partial)
 
 
 def _stack_chunk(

@@ -12,6 +12,23 @@ class BnnkitError(ValueError):
     """Raised for invalid user input; the message names the problem and the fix."""
 
 
+class DivergenceError(BnnkitError):
+    """A chain (or an optimiser) reached a non-finite state; nothing non-finite was kept.
+
+    Attributes:
+        chains: the chain indices that diverged.
+        step: the step (counted from 0, warm-up included) at which it happened.
+        partial: draws kept before the divergence, ``{chain: (positions [n, D], stats)}``, for runs
+            kept in memory (a run with ``output`` has them on disk).
+    """
+
+    def __init__(self, message: str, chains: list[int], step: int, partial: dict | None = None):
+        super().__init__(message)
+        self.chains = list(chains)
+        self.step = step
+        self.partial = dict(partial or {})
+
+
 def check_positive(name: str, value: float | Tensor, hint: str = "") -> None:
     v = float(value) if not isinstance(value, Tensor) else float(value.min())
     if not math.isfinite(v) or v <= 0:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -112,51 +111,3 @@ def _arviz_stats(stats: dict[str, Any]) -> dict[str, Any]:
     # ArviZ's conventional names for the diagnostics it knows about.
     rename = {"log_density": "lp", "accept_prob": "acceptance_rate", "num_steps": "n_steps"}
     return {rename.get(k, k): v for k, v in stats.items()}
-
-
-class StoredSamples(Samples):
-    """Draws of a run directory (``sample(..., output=...)``), read lazily from disk.
-
-    Statistics are loaded (they are small); positions stay in their memory-mapped chunk files.
-    :meth:`iter_flat` streams them chunk by chunk, which is how the predictive and the metrics
-    read them, so predicting from 10,000 draws of a large network needs the memory of one chunk.
-    :attr:`positions` loads everything into memory on first access.
-    """
-
-    def __init__(self, root: str | Path, chains: list[int], view: FlatView, config: dict[str, Any]):
-        from .storage import RunStore
-
-        self.root = Path(root)
-        self.chains = list(chains)
-        self.view = view
-        self.config = config
-        self._store = RunStore.open(self.root)
-        per_chain = [self._store.read_stats(c) for c in self.chains]
-        self.stats = {k: torch.stack([s[k] for s in per_chain]) for k in per_chain[0]}
-        self._positions: Tensor | None = None
-
-    @property  # type: ignore[override]
-    def positions(self) -> Tensor:
-        if self._positions is None:
-            self._positions = torch.stack([self._store.read_chain(c)[0] for c in self.chains])
-        return self._positions
-
-    @property
-    def num_chains(self) -> int:
-        return len(self.chains)
-
-    @property
-    def num_draws(self) -> int:
-        return int(next(iter(self.stats.values())).shape[1])
-
-    def iter_flat(self, chunk: int = 256) -> Iterator[Tensor]:
-        for c in self.chains:
-            for part in self._store.iter_positions(c):
-                for i in range(0, part.shape[0], chunk):
-                    yield part[i : i + chunk]
-
-    def __repr__(self) -> str:
-        return (
-            f"StoredSamples({str(self.root)!r}, chains={self.num_chains}, draws={self.num_draws}, "
-            f"dim={self.dim}, stats={sorted(self.stats)})"
-        )

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from .errors import BnnkitError
 from .flat import FlatView
 from .types import Batch, LogDensityFn
 
@@ -160,12 +161,42 @@ class Target:
         with torch.enable_grad():
             xg = x.detach().requires_grad_(True)
             lp = fn(xg, batch)
+            if not (isinstance(lp, Tensor) and lp.numel() == 1 and lp.requires_grad):
+                _gradient_error(lp)
             (g,) = torch.autograd.grad(lp, xg)
         return lp.detach(), g
 
 
+def _gradient_error(lp: object) -> None:
+    if not isinstance(lp, Tensor):
+        raise BnnkitError(f"the log density returned {type(lp).__name__}, not a torch tensor.")
+    if lp.numel() != 1:
+        raise BnnkitError(
+            f"the log density returned a tensor of shape {tuple(lp.shape)}; it must return one number (a 0-d "
+            "tensor). If it returns one term per data point or per parameter, sum them."
+        )
+    raise BnnkitError(
+        "the log density does not depend on the parameters (its value carries no gradient), so a gradient-based "
+        "sampler cannot use it. Compute it from the parameter tensors it is given, without .detach(), .item() "
+        "or torch.no_grad()."
+    )
+
+
 def as_target(log_density: LogDensityFn, example: Mapping[str, Tensor]) -> Target:
     """Wrap a log density over a dict of tensors as a flat :class:`Target`."""
+    for name, t in example.items():
+        if not isinstance(t, Tensor):
+            raise BnnkitError(f"init[{name!r}] must be a torch.Tensor, got {type(t).__name__}.")
+        if t.numel() == 0:
+            raise BnnkitError(
+                f"init[{name!r}] has no elements (shape {tuple(t.shape)}); every parameter needs at least one "
+                "value. Drop it from init, or give it its shape."
+            )
+        if not torch.is_floating_point(t):
+            raise BnnkitError(
+                f"init[{name!r}] has dtype {t.dtype}; sampled parameters must be floating point. Use "
+                f"init[{name!r}].double() (or .float())."
+            )
     view = FlatView(example)
 
     def log_prob(x: Tensor, batch: Batch) -> Tensor:

@@ -149,6 +149,10 @@ class Minibatches(EpochStream):
         self._full = batch_size == n
         self.indices = EpochIndices(n, batch_size, shuffle, drop_last, device=tensors[0].device)
 
+    def per_chain(self, num_chains: int) -> ChainMinibatches:
+        """This stream as ``num_chains`` chains' own minibatches (vectorised chains)."""
+        return ChainMinibatches(self, num_chains)
+
     @property
     def batches_per_epoch(self) -> int:
         n, m = self.num_data, self.batch_size

@@ -5,8 +5,9 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-import torch
 from torch import Tensor
+
+from ..core.weights import warn_if_degenerate, weight_ess  # noqa: F401 (re-exported)
 
 
 def _dataset(draws: Tensor | np.ndarray):
@@ -31,26 +32,6 @@ def rhat(draws: Tensor | np.ndarray) -> np.ndarray:
     """Rank-normalised split R-hat per element of ``draws [chain, draw, ...]`` (ArviZ ``rhat``)."""
     az, ds = _dataset(draws)
     return np.asarray(az.rhat(ds)["x"].values)
-
-
-def weight_ess(log_weights: Tensor) -> float:
-    """Kish effective sample size of importance weights: ``(sum w)^2 / sum w^2``."""
-    lw = log_weights.double().reshape(-1)
-    return float(torch.exp(2 * torch.logsumexp(lw, 0) - torch.logsumexp(2 * lw, 0)))
-
-
-def warn_if_degenerate(log_weights: Tensor, min_ess_fraction: float = 0.01) -> float:
-    """Weight ESS; warns when it is below ``min_ess_fraction`` of the draws (weight degeneracy)."""
-    n = log_weights.numel()
-    e = weight_ess(log_weights)
-    if e < min_ess_fraction * n:
-        warnings.warn(
-            f"importance weights are degenerate: weight ESS {e:.1f} of {n} draws ({100 * e / n:.2g}%). "
-            "Estimates rest on a few draws; use a proposal closer to the posterior (wider, or centred on a "
-            "mode) or an MCMC sampler.",
-            stacklevel=3,
-        )
-    return e
 
 
 def trace_plot(samples, var_names: list[str] | None = None, path: str | None = None):

@@ -89,6 +89,11 @@ class Gaussian(Likelihood):
 
     def check(self, output: Tensor, target: Tensor) -> None:
         super().check(output, target)
+        if not torch.is_floating_point(target):
+            raise BnnkitError(
+                f"Gaussian targets must be real numbers; got dtype {target.dtype}. Use targets.float() (or "
+                ".double()) for a regression, or Categorical / Bernoulli for class labels."
+            )
         _match(output, target)
 
     def config(self) -> dict:
