@@ -282,6 +282,11 @@ class BayesByBackprop:
             history["elbo"].append(e_ll - e_kl)
             history["nll"].append(-e_ll / n)
             history["kl"].append(e_kl)
+            if not math.isfinite(history["elbo"][-1]):
+                raise BnnkitError(
+                    f"Bayes by Backprop's ELBO became non-finite in epoch {len(history['elbo'])}; lower lr "
+                    "(e.g. by 10x), lower init_sigma, or check the data scale (standardise the targets)."
+                )
             if validation is not None:
                 v = self._val_nll(posterior, q, validation, gen)
                 history["val_nll"].append(v)

@@ -158,6 +158,11 @@ class FBNN:
             history["nll"].append(-e_ll / n)
             history["kl_surrogate"].append(e_kl)
             history["elbo"].append(e_ll - self.kl_weight * e_kl)
+            if not math.isfinite(history["elbo"][-1]):
+                raise BnnkitError(
+                    f"the functional ELBO became non-finite in epoch {len(history['elbo'])}; lower lr (e.g. by "
+                    "10x) or check the data scale (standardise the targets)."
+                )
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(nll=f"{history['nll'][-1]:.4g}", refresh=False)

@@ -22,6 +22,7 @@ import bnnkit.core.storage as storage
 from bnnkit.core.errors import BnnkitError, DivergenceError
 from bnnkit.core.storage import RunDirectoryError
 from bnnkit.data import Minibatches
+from bnnkit.vi import BayesByBackprop
 from tests.helpers import linear_problem
 
 PROB = linear_problem(n=20, d=2)
@@ -202,40 +203,35 @@ WRITER = textwrap.dedent(
         time.sleep(0.01)
         return -0.5 * (params["x"] ** 2).sum()
     bnnkit.sample(bnnkit.RandomWalkMH(step_size=1.0), slow, None, init={"x": torch.zeros(2)},
-                  num_samples=100000, chunk_size=5, output=sys.argv[1], progress=False, seed=3)
+                  num_samples=1500, chunk_size=5, output=sys.argv[1], progress=False, seed=3)
     """
 )
+LOCK_RUN = dict(init={"x": torch.zeros(2)}, num_samples=1500, chunk_size=5, progress=False, seed=3)
 
 
-def test_a_second_writer_is_refused_and_a_killed_writers_lock_is_taken_over(tmp_path):
+def test_a_second_writer_is_refused_and_a_sigkilled_writer_is_taken_over_and_resumed_exactly(tmp_path):
     out = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen([sys.executable, "-c", WRITER, str(out)], env=env)
     try:
         lock = out / "chain_000" / "lock"
         deadline = time.time() + 60
-        while not (lock.exists() and list(out.glob("chain_000/draws_*.pt"))) and time.time() < deadline:
-            time.sleep(0.1)
+        while not (lock.exists() and len(list(out.glob("chain_000/draws_*.pt"))) >= 3) and time.time() < deadline:
+            time.sleep(0.05)
         assert lock.exists(), "the writer did not start"
-
-        def second():
-            return bnnkit.sample(
-                bnnkit.RandomWalkMH(step_size=1.0), slow, None, init={"x": torch.zeros(2)},
-                num_samples=100000, chunk_size=5, output=str(out), progress=False, seed=3,
-            )
-
         with pytest.raises(RunDirectoryError, match=rf"being written by process {proc.pid} on"):
-            second()
-        proc.send_signal(signal.SIGKILL)
+            bnnkit.sample(bnnkit.RandomWalkMH(step_size=1.0), slow, None, output=str(out), **LOCK_RUN)
+        proc.send_signal(signal.SIGKILL)  # killed wherever it is: mid-step, mid-chunk or mid-checkpoint
         proc.wait(timeout=30)
-        assert lock.exists()  # left behind by the killed process
-        store_cfg = json.loads((out / "config.json").read_text())
-        store_cfg["num_samples"] = 100000
+        assert lock.exists() and not (out / "chain_000" / "done").exists()
         with pytest.warns(UserWarning, match=rf"left by process {proc.pid}, which is gone"):
-            storage.RunStore(out, store_cfg).lock([0])
+            resumed = bnnkit.sample(bnnkit.RandomWalkMH(step_size=1.0), slow, None, output=str(out), **LOCK_RUN)
     finally:
         if proc.poll() is None:
             proc.kill()
+    reference = bnnkit.sample(bnnkit.RandomWalkMH(step_size=1.0), slow, None, **LOCK_RUN)
+    assert torch.equal(resumed.positions, reference.positions)
+    assert not lock.exists()
 
 
 def slow(params, batch):  # the writer's log density (same name, so the same run configuration)
@@ -281,3 +277,10 @@ def test_integer_targets_for_a_gaussian_likelihood_get_a_bnnkit_error():
             bnnkit.SGLD(1e-3), post, Minibatches(torch.randn(10, 2), torch.arange(10), batch_size=5),
             num_samples=2, progress=False,
         )
+
+
+def test_a_diverging_vi_optimiser_raises_instead_of_returning_nan():
+    prob = linear_problem(n=20, d=2)
+    y = prob.y * 1e200  # targets on an absurd scale: their squares overflow float64
+    with pytest.raises(BnnkitError, match="ELBO became non-finite in epoch 1; lower lr"):
+        BayesByBackprop(lr=10.0, num_epochs=3).fit(prob.posterior(), (prob.X, y), progress=False)
