@@ -9,11 +9,12 @@ the same chains, whatever else the process does.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -75,6 +76,7 @@ def sample(
     chain_method: str = "sequential",
     chains: Sequence[int] | None = None,
     on_divergence: str = "raise",
+    stop_when: Any = None,
 ) -> Samples:
     """Run ``algorithm`` on ``posterior`` and return its draws.
 
@@ -114,6 +116,11 @@ def sample(
             size, keeping every draw before it (on disk with ``output``, in the error's
             ``partial`` otherwise); ``"warn"`` warns, marks the chain diverged and returns the
             other chains.  A non-finite value never enters the returned or stored draws.
+        stop_when: a stopping rule checked every ``chunk_size`` kept draws, e.g.
+            :class:`bnnkit.diagnostics.FunctionSpaceConvergence` (R-hat and ESS of the network's
+            outputs at held-out inputs); ``num_samples`` is then the budget.  It needs all chains
+            in one unit (``chain_method="vectorized"``, or one chain).  The returned
+            ``samples.config["stopped"]`` says whether the rule or the budget ended the run.
     """
     check_int_at_least("num_samples", num_samples, 1)
     check_int_at_least("num_warmup", num_warmup, 0)
@@ -162,6 +169,11 @@ def sample(
         units = [[c] for c in chain_ids]
     else:
         raise BnnkitError(f"chain_method must be 'sequential' or 'vectorized', got {chain_method!r}.")
+    if stop_when is not None and len(units) > 1:
+        raise BnnkitError(
+            "stop_when compares chains as they run, so they must run together: pass "
+            "chain_method='vectorized' (or num_chains=1)."
+        )
     kernel = algorithm.build(target)
     # Every chain starts the stream afresh (its own shuffles come from its own generator), so a
     # chain's draws do not depend on which chains, or earlier runs, used the stream before it.
@@ -181,6 +193,8 @@ def sample(
     }
     if chain_method != "sequential":
         config["chain_method"] = chain_method
+    if stop_when is not None:
+        config["stop_when"] = stop_when.config()
     store = RunStore(output, config) if output is not None else None
 
     settings = _Settings(
@@ -195,6 +209,7 @@ def sample(
         num_chains=num_chains,
         sampling_fraction=float(getattr(algorithm, "sampling_fraction", 1.0)),
         validate=validate,
+        stop_when=stop_when,
     )
     results: dict[int, tuple[Tensor, dict[str, Tensor]]] = {}
     diverged: list[int] = []
@@ -239,6 +254,8 @@ def sample(
         config = {**config, "chains": list(chain_ids)}
     if diverged:
         config = {**config, "diverged_chains": sorted(diverged)}
+    if stop_when is not None:
+        config = {**config, "stopped": settings.report.get("stopped") or _read_stop(store, units[0][0])}
     if store is not None:  # draws stay on disk: memory does not grow with the number of draws
         samples: Samples = StoredSamples(output, kept, target.view, config)
     else:
@@ -312,6 +329,15 @@ class _Settings:
     num_chains: int
     sampling_fraction: float
     validate: bool = True
+    stop_when: Any = None
+    report: dict = field(default_factory=dict)  # what the run has to say at its end (why it stopped)
+
+
+def _read_stop(store, home: int) -> dict | None:
+    if store is None:
+        return None
+    p = store.chain_dir(home) / "stop.json"
+    return json.loads(p.read_text()) if p.exists() else None
 
 
 def _run_unit(
@@ -329,6 +355,7 @@ def _run_unit(
     gen = make_generator(seed, VECTOR_SEED_OFFSET + home if vectorized else home, device)
     ckpt = store.load_checkpoint(home, unit) if store is not None else None
     adapt = kernel.adaptation if num_warmup > 0 else None
+    resumed_stop: str | None = None
     if ckpt is not None:
         state = ckpt["state_type"](**ckpt["state"])
         astate = ckpt["adapt_type"](**ckpt["adapt"]) if ckpt["adapt"] is not None else None
@@ -336,6 +363,11 @@ def _run_unit(
         batches.load_state_dict(ckpt["batches"])
         start, num_chunks = ckpt["iteration"], ckpt["num_chunks"]
         n_collectable, n_kept = ckpt["n_collectable"], ckpt["n_kept"]
+        if cfg.stop_when is not None:
+            cfg.stop_when.reset()
+            if num_chunks:  # the rule sees every draw kept before the interruption again
+                stored = [torch.cat(list(store.iter_positions(c))) for c in unit]
+                resumed_stop = cfg.stop_when.update(torch.stack(stored))
     else:
         batches.load_state_dict(fresh_batches)
         if vectorized:
@@ -352,6 +384,9 @@ def _run_unit(
         state = kernel.init(x0, first)
         astate = adapt.init(state, num_warmup) if adapt is not None else None
         start, num_chunks, n_collectable, n_kept = 0, 0, 0, 0
+        if cfg.stop_when is not None:
+            cfg.stop_when.reset()
+    stop = resumed_stop  # a run killed right after its rule said stop does not run on
 
     keep_pos: list[Tensor] = []
     keep_info: list[Any] = []
@@ -378,7 +413,7 @@ def _run_unit(
 
     try:
         it = start
-        while n_kept < num_samples:
+        while n_kept < num_samples and stop is None:
             batch = batches.next(gen)
             state, info = kernel.step(state, batch, gen)
             if not _finite(state, info):
@@ -417,6 +452,8 @@ def _run_unit(
                     checkpoint(it + 1)
                 else:
                     kept_in_memory.append(chunk)
+                if cfg.stop_when is not None:
+                    stop = cfg.stop_when.update(chunk[0].transpose(0, 1) if vectorized else chunk[0][None])
             elif (
                 store is not None and it < num_warmup and ((it + 1) % chunk_size == 0 or it == num_warmup - 1)
             ):
@@ -439,6 +476,12 @@ def _run_unit(
         if bar is not None:
             bar.close()
 
+    if cfg.stop_when is not None:
+        report = {"reason": stop or cfg.stop_when.budget_message(), **cfg.stop_when.last}
+        report["draws_per_chain"] = n_kept
+        cfg.report["stopped"] = report
+        if store is not None:
+            (store.chain_dir(home) / "stop.json").write_text(json.dumps(report, indent=1))
     if store is not None:
         for c in unit:
             store.mark_done(c)
