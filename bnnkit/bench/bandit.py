@@ -1,4 +1,4 @@
-"""Mushroom contextual bandit (Blundell et al. 2015; functional SG-MCMC paper; design note 9.4).
+"""Mushroom contextual bandit (Blundell et al. 2015; functional SG-MCMC paper; docs/fsgmcmc_design.md 9.4).
 
 Environment (the paper's rule):
 
@@ -32,7 +32,9 @@ Agent (bnnkit's choices where the paper is silent; the report lists every value 
   minibatches of ``batch_size = 64`` rows drawn uniformly with replacement from the buffer of the
   last ``buffer = 4096`` interactions (all of them while fewer than 64), then predicts the
   reward of both actions with its current draw and takes the larger;
-- the posterior's ``num_data`` follows the buffer size ``n`` (the ``n / M`` minibatch scaling);
+- the data size of the ``n / M`` minibatch scaling is the buffer size ``n``: the SG-MCMC agents
+  sample ``posterior.with_num_data(n)`` (a posterior per size, built as the buffer grows), bbb and
+  fbnn pass ``n`` to their ELBO terms;
 - weight prior of sgld and bbb: N(0, 0.2^2) on the first layer, N(0, 0.1^2) on the others (about
   Neal's 1/sqrt(fan-in); the prior sd of the network output on mushrooms is then 0.50, 10 reward
   units);
@@ -74,9 +76,11 @@ Agent (bnnkit's choices where the paper is silent; the report lists every value 
 Randomness: per seed, the environment generators ``make_generator(seed, 0)`` (mushrooms) and
 ``make_generator(seed, 1)`` (poison outcomes), and one agent generator per method
 ``make_generator(seed, 2 + METHODS.index(method))``; the network's initial weights (the same for
-every method of a seed) come from ``torch.manual_seed(seed)`` inside a forked global RNG, which is
-left untouched.  A second run of the same command gives the same numbers (same machine, same
-thread count), and a run of ``k`` interactions is the first ``k`` interactions of a longer one.
+every method of a seed) come from PyTorch's default initialisation under the global CPU RNG seeded
+with ``seed`` inside a fork (:func:`~bnnkit.core.random.global_rng_seeded`), so the caller's
+random state is left untouched.  A second run of the same command gives the same numbers (same
+machine, same thread count), and a run of ``k`` interactions is the first ``k`` interactions of a
+longer one.
 
 Outputs in ``out``: ``bandit_p<p>.png`` per pattern (mean cumulative expected regret over seeds
 with a min-max band), ``bandit.json`` (protocol, command, per-run final regrets, curves at 200
@@ -108,7 +112,7 @@ import torch
 from torch import Tensor
 
 from ..core.errors import BnnkitError
-from ..core.random import make_generator
+from ..core.random import global_rng_seeded, make_generator
 from .models import mlp
 from .records import append_record, read_records, start_records
 
@@ -276,9 +280,9 @@ class _SGMCMCAgent:
     def __init__(
         self, posterior: Any, algorithm: Callable[[float], Any], lr: float, max_step: float, x0: Tensor
     ):
+        # the posterior at the buffer's current size: the data size N of the N/M scaling is fixed
+        # per posterior, so update() takes posterior.with_num_data(n) (and its target) as n grows
         self.posterior = posterior
-        # built once: posterior.scale reads posterior.num_data at call time, so updating num_data
-        # below rescales every later minibatch (target.num_data, used only by preconditioners, is stale)
         self.target = posterior.target()
         self.algorithm = algorithm
         self.lr = lr
@@ -291,7 +295,8 @@ class _SGMCMCAgent:
     def update(self, buf: Buffer, cfg: dict, gen: torch.Generator) -> None:
         n = buf.size
         if n != self._n:  # eps = min(2 lr sigma^2 / n, max_step): rebuild the (cheap) kernel while n grows
-            self.posterior.num_data = n  # read by posterior.scale at call time: N/M scaling
+            self.posterior = self.posterior.with_num_data(n)  # N = n in the N/M scaling (a cheap copy)
+            self.target = self.posterior.target()
             eps = min(2 * self.lr * cfg["noise"] ** 2 / n, self.max_step)
             self._kernel = self.algorithm(eps).build(self.target)
             self._n = n
@@ -335,8 +340,7 @@ class _BBBAgent:
         return ll * (n / batch[0].shape[0]), kl
 
     def update(self, buf: Buffer, cfg: dict, gen: torch.Generator) -> None:
-        n = buf.size
-        self.posterior.num_data = n
+        n = buf.size  # the data size, passed to the ELBO terms (the posterior's num_data is not read)
         for _ in range(cfg["bbb_updates"]):
             ll, kl = self._elbo_terms(buf.sample(cfg["batch_size"], gen), n, gen)
             loss = -(ll - kl) / n
@@ -429,8 +433,7 @@ def _make_agent(method: str, d: int, cfg: dict, seed: int, blocks: list[tuple[in
     from ..likelihoods import Gaussian
     from ..priors import GaussianPrior
 
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)  # the same initial weights for every method of a seed
+    with global_rng_seeded(seed):  # the same initial weights for every method of a seed
         net = mlp(d, cfg["hidden"], torch.nn.ReLU)
     if method in GREEDY_EPSILON:
         return _GreedyAgent(net, GREEDY_EPSILON[method], cfg)
@@ -895,7 +898,8 @@ def _report(
         "greedy": "same network and initial weights, Adam with weight decay on the squared error; "
         "epsilon 0, 0.01, 0.05",
         "randomness": "mushrooms make_generator(seed, 0), poison outcomes make_generator(seed, 1), agent "
-        "make_generator(seed, 2 + index of the method in METHODS); initial weights torch.manual_seed(seed)",
+        "make_generator(seed, 2 + index of the method in METHODS); initial weights: PyTorch's default init "
+        "under the global CPU RNG seeded with seed, in a fork (global_rng_seeded(seed))",
         "band": "min-max over seeds",
     }
     return {

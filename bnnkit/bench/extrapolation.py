@@ -9,8 +9,8 @@ function, intervals and noise level; these choices are bnnkit's, not the paper's
   = ``|x| > 2.25`` (beyond the data on either side);
 - network 1-100-100-1 (tanh), Gaussian likelihood with the noise fixed at the GP-fitted value
   for both methods, full batch (n = N = 20);
-- fSGHMC: RBF-kernel GP prior fitted to the 20 points (design note section 4), measurement points
-  40 training-input draws (deduplicated) + 40 uniform on ``[-4, 4]`` per step;
+- fSGHMC: RBF-kernel GP prior fitted to the 20 points (``docs/fsgmcmc_design.md`` section 4),
+  measurement points 40 training-input draws (deduplicated) + 40 uniform on ``[-4, 4]`` per step;
 - SGHMC: N(0, 1) prior on every weight, and (``sghmc_scaled``) N(0, 1/fan_in) on the weights into
   and out of the 100-unit hidden layers (Neal's scaling, a tamer prior over functions);
 - 2 chains each, 2000 burn-in steps, then 8000 steps keeping every 100th (80 draws per chain).
@@ -32,6 +32,7 @@ import torch
 from ..core.driver import sample
 from ..core.errors import BnnkitError
 from ..core.posterior import Posterior
+from ..core.random import global_rng_seeded
 from ..data.minibatch import Minibatches
 from ..likelihoods import Gaussian
 from ..predict import predict
@@ -89,14 +90,13 @@ def run_extrapolation(
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    torch.manual_seed(seed)
     x, y = make_data(seed)
     n = x.shape[0]
     warmup, keep, thin, chains = (300, 20, 20, 2) if quick else (2000, 80, 100, 2)
 
     t0 = time.perf_counter()
     # Relative jitter 1e-3: K's smallest eigenvalue sets the stiffest prior curvature (~1/delta),
-    # which bounds the stable step size (design note section 7.1); 1e-6 diverges at eps = 2e-3.
+    # which bounds the stable step size (docs/fsgmcmc_design.md, 7.1); 1e-6 diverges at eps = 2e-3.
     gp = GPPrior("rbf", input_dim=1, jitter=jitter)
     fitted = gp.fit(x, y, num_steps=200 if quick else 1000, lr=0.05, progress=progress)
     noise = math.sqrt(fitted["noise_variance"])
@@ -106,12 +106,16 @@ def run_extrapolation(
     stream = Minibatches(x, y, batch_size=n)
     grid = torch.linspace(*PLOT_RANGE, 400)[:, None]
     measurement = MeasurementPoints(num_from_data=40, num_uniform=40, low=PLOT_RANGE[0], high=PLOT_RANGE[1])
+    # The networks' initial weights: the global RNG seeded with ``seed``, in a fork (the caller's
+    # random state is left alone).
+    with global_rng_seeded(seed):
+        nets = [mlp(1, 100) for _ in range(3)]
     posteriors = {
-        "fsghmc": FunctionalPosterior(mlp(1, 100), Gaussian(noise), gp, measurement, x),
-        "sghmc": Posterior(mlp(1, 100), Gaussian(noise), GaussianPrior(1.0), num_data=n),
+        "fsghmc": FunctionalPosterior(nets[0], Gaussian(noise), gp, measurement, x),
+        "sghmc": Posterior(nets[1], Gaussian(noise), GaussianPrior(1.0), num_data=n),
         # Neal's 1/sqrt(fan-in) scaling for the 100-unit layers: a tamer prior over functions.
         "sghmc_scaled": Posterior(
-            mlp(1, 100), Gaussian(noise), GaussianPrior(1.0, scales={"2.": 0.1, "4.": 0.1}), num_data=n
+            nets[2], Gaussian(noise), GaussianPrior(1.0, scales={"2.": 0.1, "4.": 0.1}), num_data=n
         ),
     }
     algorithms = {

@@ -1,4 +1,4 @@
-"""Image classification with OOD detection (functional SG-MCMC paper 5.3; design note 9.3).
+"""Image classification with OOD detection (functional SG-MCMC paper 5.3; docs/fsgmcmc_design.md 9.3).
 
 Networks (``model=``): ``"cnn"``, the CPU default (bnnkit's, not the paper's): a small CNN (conv
 5x5x16, pool, conv 5x5x32, pool, linear 512 -> 10); ``"resnet18"``, the paper's network for GPU
@@ -51,6 +51,7 @@ import torch
 from ..core.driver import sample
 from ..core.errors import BnnkitError
 from ..core.posterior import Posterior
+from ..core.random import global_rng_seeded
 from ..data.minibatch import Minibatches
 from ..data.mnist import load_mnist
 from ..likelihoods import Categorical
@@ -197,9 +198,12 @@ def _draws(method, x, y, cfg, seed, progress, gp, model="cnn", width=None):
     from ..sgmcmc import SGHMC, SGLD
     from ..vi import FBNN, BayesByBackprop, DeepEnsemble, MCDropout
 
-    torch.manual_seed(seed)
     n = x.shape[0]
-    net = build_net(model, width=width)
+    # The networks' initial weights come from the global RNG seeded with ``seed`` in a fork, so
+    # the caller's random state is left alone (everything else draws from explicit generators).
+    with global_rng_seeded(seed):
+        net = build_net(model, width=width)
+        dropout_net = build_net(model, cfg["mcdropout"]["p"], width) if method == "mcdropout" else None
     stream = Minibatches(x, y, batch_size=min(cfg["batch_size"], n))
     # Chains start from PyTorch's initialisation: a draw from the N(0, 1) prior puts a ReLU CNN in a
     # saturated regime the chain does not leave within the budget (91% error after 450 steps).
@@ -254,9 +258,7 @@ def _draws(method, x, y, cfg, seed, progress, gp, model="cnn", width=None):
     if method == "mcdropout":
         c = cfg["mcdropout"]
         # eval(): the Posterior is a fixed function of the weights; MCDropout draws its own masks
-        post = Posterior(
-            build_net(model, c["p"], width).eval(), Categorical(), GaussianPrior(1.0), num_data=n
-        )
+        post = Posterior(dropout_net.eval(), Categorical(), GaussianPrior(1.0), num_data=n)
         fit = MCDropout(
             p=c["p"], lr=c["lr"], num_epochs=c.get("epochs", epochs), batch_size=cfg["batch_size"]
         )
@@ -300,7 +302,8 @@ def run_image(
     there of the same data set, network, seed, mode and protocol and runs only the other methods.
     """
     methods = tuple(canonical_methods(methods, METHODS))
-    build_net(model, width=width)  # a bad model or width fails before any data is read
+    with global_rng_seeded(seed):  # construction draws from the global RNG: a fork, left as it was
+        build_net(model, width=width)  # a bad model or width fails before any data is read
     cfg = {**DEFAULTS, **(QUICK if quick else {})}
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""UCI regression benchmark (functional SG-MCMC paper, section 5.2; design note 9.2).
+"""UCI regression benchmark (functional SG-MCMC paper, section 5.2; docs/fsgmcmc_design.md 9.2).
 
 Protocol (bnnkit's defaults where the paper is silent; the report states every one):
 
@@ -18,7 +18,7 @@ Protocol (bnnkit's defaults where the paper is silent; the report states every o
   sizes fixed (chosen on Boston split 0 and scaled to the set's N, see
   :func:`default_step_size`), or with ``--tune`` chosen per split from 0.03, 0.1, 0.3, 1 and
   3 x those by chains as long as the run on 80/20 of the training rows: the lowest held-out NLL
-  among the settings that stayed finite (design note: "tune on a grid");
+  among the settings that stayed finite (``docs/fsgmcmc_design.md`` section 6: tune on a grid);
 - nuts: full-batch NUTS (the gold standard on small sets), N(0, 1) prior; ``hmc`` is accepted as
   an alias (the gold standard is run with NUTS, and the report says so);
 - the VI baselines (below): Adam on minibatches of 32 for ``epochs`` epochs, but at most
@@ -40,8 +40,9 @@ Protocol (bnnkit's defaults where the paper is silent; the report states every o
   there and spreads only by multi-modality); cosine decay, so each member reaches its optimum.
 
 Metrics per split: test RMSE and test NLL (``-mean log p(y*)`` under the mixture over draws), in
-standardised units (the paper's scale, see the design note) and in original units.  Tables give
-mean +- standard error over splits, with the paper's Table 2/3 numbers beside ours.
+standardised units (the paper's scale, see ``docs/fsgmcmc_design.md`` 9.2) and in original
+units.  Tables give mean +- standard error over splits, with the paper's Table 2/3 numbers
+beside ours.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ import torch
 from ..core.driver import sample
 from ..core.errors import BnnkitError
 from ..core.posterior import Posterior
+from ..core.random import global_rng_seeded
 from ..data.minibatch import Minibatches
 from ..data.uci import load_uci, resolve_uci_name, uci_num_splits
 from ..likelihoods import Gaussian
@@ -422,12 +424,18 @@ def _run_method(method: str, data: Any, cfg: dict, noise: float, gp: Any, seed: 
     """Draws (or VI draws) of one method on one split; returns (posterior, draws).
 
     ``draws`` is a :class:`~bnnkit.Samples` (:class:`DropoutDraws` for mcdropout); pass both to
-    :func:`predictive`."""
+    :func:`predictive`.  The modules' initial weights come from the global RNG seeded with
+    ``seed`` in a fork (chains start from prior draws anyway); the caller's random state is left
+    alone, and everything else draws from explicit generators."""
+    with global_rng_seeded(seed):
+        return _run_method_seeded(method, data, cfg, noise, gp, seed, progress)
+
+
+def _run_method_seeded(method: str, data: Any, cfg: dict, noise: float, gp: Any, seed: int, progress: bool):
     from ..functional import FunctionalPosterior, MeasurementPoints
     from ..samplers import NUTS
     from ..vi import FBNN, BayesByBackprop, DeepEnsemble, MCDropout
 
-    torch.manual_seed(seed)  # the module's initial weights (chains start from prior draws anyway)
     x, y = data.x_train, data.y_train
     n, d = x.shape
     net = mlp(d, cfg["hidden"])

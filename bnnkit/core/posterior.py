@@ -12,17 +12,18 @@ their current values (e.g. a Bayesian last layer on top of a fixed feature extra
 
 from __future__ import annotations
 
+import copy
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 
 import torch
 from torch import Tensor, nn
 
-from ..likelihoods.base import Likelihood
-from ..priors.base import Prior
 from .errors import BnnkitError, check_finite_rows
 from .flat import FlatView
+from .likelihood_base import Likelihood
 from .module_call import ModuleCaller
+from .prior_base import Prior
 from .random import gamma
 from .target import Target
 from .types import Batch
@@ -52,10 +53,7 @@ class Posterior:
         num_data: int | None = None,
         bayesian: Iterable[str] | Callable[[str], bool] | None = None,
     ):
-        if num_data is not None and (not isinstance(num_data, int) or num_data < 1):
-            raise BnnkitError(
-                f"num_data must be a positive integer (the training-set size N), got {num_data!r}."
-            )
+        _check_num_data(num_data)
         _warn_stochastic_layers(module)
         self.module = module
         self.likelihood = likelihood
@@ -94,6 +92,18 @@ class Posterior:
         self._n_net = len(self.net_names)
         self._lik_keys = tuple(n[len(LIK) :] for n in extras if n.startswith(LIK))
         self._prior_keys = tuple(n[len(PRIOR) :] for n in extras if n.startswith(PRIOR))
+
+    def with_num_data(self, num_data: int | None) -> Posterior:
+        """This posterior for a data set of ``num_data`` rows (the N of the N/M scaling).
+
+        A shallow copy: the module, likelihood, prior and layouts are shared, so it is cheap.  For a
+        data set that grows (an online learner), take one per size and build its :meth:`target`,
+        rather than changing ``num_data`` on a posterior whose target is in use.
+        """
+        _check_num_data(num_data)
+        other = copy.copy(self)
+        other.num_data = num_data
+        return other
 
     # ------------------------------------------------------------------ evaluation
     def split(self, x: Tensor) -> tuple[dict[str, Tensor], dict[str, Tensor], dict[str, Tensor]]:
@@ -288,6 +298,11 @@ class Posterior:
             "num_data": self.num_data,
             "parameters": self.view.describe(),
         }
+
+
+def _check_num_data(num_data: object) -> None:
+    if num_data is not None and (not isinstance(num_data, int) or num_data < 1):
+        raise BnnkitError(f"num_data must be a positive integer (the training-set size N), got {num_data!r}.")
 
 
 def _warn_stochastic_layers(module: nn.Module) -> None:

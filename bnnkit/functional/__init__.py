@@ -4,7 +4,7 @@
 (:meth:`GPPrior.fit`) and gives ``log p(f_M)`` and ``alpha = K^{-1} (f_M - m)`` at a measurement set
 ``X_M``; :class:`MeasurementPoints` draws a fresh ``X_M`` at each step.
 :class:`FunctionalPosterior` puts the two together with a likelihood, and :class:`FSGLD` /
-:class:`FSGHMC` sample it (``../shared/design/fsgmcmc.md`` has the derivation).
+:class:`FSGHMC` sample it (``docs/fsgmcmc_design.md`` in the repository has the derivation).
 """
 
 from .algorithms import FSGHMC, FSGLD

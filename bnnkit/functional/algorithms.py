@@ -1,8 +1,8 @@
 """Functional SG-MCMC: fSGLD and fSGHMC (Wu, Xuan & Lu 2025).
 
 Both are the weight-space SG-MCMC updates driven by the functional gradient estimate of a
-:class:`~bnnkit.functional.FunctionalPosterior` (design note E5), with fresh measurement points
-``X_M`` drawn from the chain's generator at every step::
+:class:`~bnnkit.functional.FunctionalPosterior` (``docs/fsgmcmc_design.md``, E5), with fresh
+measurement points ``X_M`` drawn from the chain's generator at every step::
 
     g_t = (N/n) sum_{i in B} grad log p(y_i | f(x_i; w_t)) - J_M(w_t)^T K^-1 (f_M(w_t) - m(X_M))
 
@@ -10,9 +10,9 @@ fSGLD (bnnkit convention, the same as :class:`~bnnkit.SGLD`, Welling & Teh)::
 
     w_{t+1} = w_t + (eps_t / 2) g_t + sqrt(eps_t T) xi_t
 
-which is the design note's E6 ``w + e g + sqrt(2 e) xi`` with ``e = eps / 2``.
+which is E6 of ``docs/fsgmcmc_design.md``, ``w + e g + sqrt(2 e) xi``, with ``e = eps / 2``.
 
-fSGHMC (as :class:`~bnnkit.SGHMC`; design note E7-E8 is its learning-rate form with
+fSGHMC (as :class:`~bnnkit.SGHMC`; E7-E8 of the design document is its learning-rate form with
 ``lr = eps^2``, ``momentum_decay = eps C``, see :meth:`~bnnkit.SGHMC.from_learning_rate`)::
 
     r_{t+1} = r_t + eps g_t - eps C r_t / m + N(0, 2 eps (C - B) T)

@@ -4,7 +4,7 @@ With ``m`` the prior mean, ``K = k(X_M, X_M)`` and a relative jitter ``delta = j
 (doubled while the Cholesky factorisation fails, up to ``max_jitter * mean(diag K)``)::
 
     log p(f_M) = sum_c log N(f_M[:, c]; m, K + delta I)                         (C outputs, shared kernel)
-    alpha      = (K + delta I)^{-1} (f_M - m)                                    (design note E4)
+    alpha      = (K + delta I)^{-1} (f_M - m)                         (docs/fsgmcmc_design.md, E4)
 
 ``-J_M^T alpha`` is the functional-prior drift of fSGLD / fSGHMC (E5): run backward on
 ``(alpha.detach() * f_M).sum()``.  Kernel, Cholesky and solves run in float64.

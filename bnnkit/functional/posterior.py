@@ -1,7 +1,7 @@
 """A posterior whose prior is a Gaussian process on the network's outputs (functional prior).
 
 With measurement points ``X_M`` (fresh each step, see :mod:`bnnkit.functional.measurement`) and
-``f_M(w) = f(X_M; w)``, the target of functional SG-MCMC is (design note, E1)::
+``f_M(w) = f(X_M; w)``, the target of functional SG-MCMC is (``docs/fsgmcmc_design.md``, E1)::
 
     log pi(w) = (N/n) sum_{i in B} log p(y_i | f(x_i; w)) + log N(f_M(w); m(X_M), K) [+ log p_wd(w)]
 

@@ -10,7 +10,7 @@ With ``g_t`` the minibatch estimate of the log-posterior gradient,
 ``p^(1/T)``).  In the exploration stage of a cyclical schedule the noise is switched off.
 
 Convention: the step size multiplies the *half* gradient, as in Welling & Teh; the functional
-SG-MCMC design note (``../shared/design/fsgmcmc.md``, E6) writes the same update as
+SG-MCMC design document (``docs/fsgmcmc_design.md``, E6) writes the same update as
 ``w + e g + sqrt(2 e) xi`` with ``e = eps / 2``.
 """
 
@@ -26,6 +26,7 @@ from torch import Tensor
 from ..core.target import Target
 from ..core.types import Batch, Kernel
 from .common import COLLECT, SGInfo, StepSizeTensors, check_temperature, normal
+from .hyper import check_gibbs_every, gibbs_hyper, hyper_gibbs
 from .schedules import CosineCycle, Schedule, as_schedule
 
 
@@ -37,26 +38,46 @@ class SGLDState(NamedTuple):
 
 @dataclass(frozen=True)
 class SGLD:
-    """SGLD hyperparameters: ``step_size`` (a number or a schedule) and ``temperature``."""
+    """SGLD hyperparameters: ``step_size`` (a number or a schedule) and ``temperature``.
+
+    ``gibbs_every=k``: every ``k`` steps first draw the conjugate hyperparameters (a learnt noise
+    or prior precision) from their Gibbs conditional given the weights and the step's minibatch
+    (:mod:`bnnkit.sgmcmc.hyper`); ``None`` moves them with the gradient only.
+    """
 
     step_size: float | Schedule = 1e-4
     temperature: float = 1.0
     name: str = "sgld"
-    vectorizable = True  # elementwise update: runs on stacked chains [K, D] unchanged
+    gibbs_every: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "step_size", as_schedule(self.step_size))
         check_temperature(self.temperature)
+        check_gibbs_every(self.gibbs_every, self.temperature)
+
+    @property
+    def vectorizable(self) -> bool:
+        # Elementwise update: runs on stacked chains [K, D] unchanged.  The vectorised target
+        # carries no conjugate updates, so the Gibbs draws need one chain at a time.
+        return self.gibbs_every is None
+
+    @property
+    def not_vectorizable_because(self) -> str:
+        return "gibbs_every draws the hyperparameters with the target's per-chain conjugate updates"
 
     @property
     def sampling_fraction(self) -> float:
         return self.step_size.sampling_fraction
 
     def config(self) -> dict:
-        return {**self.step_size.config(), "temperature": self.temperature}
+        cfg = {**self.step_size.config(), "temperature": self.temperature}
+        if self.gibbs_every is not None:
+            cfg["gibbs_every"] = self.gibbs_every
+        return cfg
 
     def build(self, target: Target) -> Kernel:
         schedule, temp = self.step_size, self.temperature
+        gibbs = hyper_gibbs(target, self.gibbs_every, type(self).__name__)
 
         def init(position: Tensor, batch: Batch) -> SGLDState:
             return SGLDState(
@@ -71,8 +92,11 @@ class SGLD:
             t = int(state.iteration)
             eps = schedule(t)
             noisy = schedule.sampling(t)
-            lp, g = target.estimate_grad(state.position, batch, gen)
-            x = torch.add(state.position, g, alpha=0.5 * eps)
+            x = state.position
+            if gibbs is not None and gibbs.due(t):
+                x = gibbs_hyper(x, batch, gen, gibbs.blocks)
+            lp, g = target.estimate_grad(x, batch, gen)
+            x = torch.add(x, g, alpha=0.5 * eps)
             if noisy:
                 x.add_(normal(x, gen), alpha=math.sqrt(eps * temp))
             new = SGLDState(x, state.iteration + 1, step_size_tensor(eps, x.dtype))
@@ -82,7 +106,13 @@ class SGLD:
 
 
 def CyclicalSGLD(
-    step_size: float, cycle_length: int, exploration: float = 0.8, temperature: float = 1.0
+    step_size: float,
+    cycle_length: int,
+    exploration: float = 0.8,
+    temperature: float = 1.0,
+    gibbs_every: int | None = None,
 ) -> SGLD:
     """cSGLD (Zhang et al. 2020): SGLD on a :class:`~bnnkit.sgmcmc.schedules.CosineCycle`."""
-    return SGLD(CosineCycle(step_size, cycle_length, exploration), temperature, name="csgld")
+    return SGLD(
+        CosineCycle(step_size, cycle_length, exploration), temperature, name="csgld", gibbs_every=gibbs_every
+    )

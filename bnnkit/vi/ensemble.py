@@ -41,7 +41,7 @@ from torch import Tensor
 
 from ..core.errors import BnnkitError, check_int_at_least, check_positive, resolve_batch_size
 from ..core.posterior import Posterior
-from ..core.random import make_generator
+from ..core.random import init_module_, make_generator
 from ..core.samples import Samples
 from ..likelihoods.gaussian import Gaussian
 from ..priors.base import scale_vector
@@ -200,15 +200,14 @@ def _check_anchorable(posterior: Posterior) -> None:
 
 
 def _reinitialised(posterior: Posterior, module: torch.nn.Module, gen: torch.Generator) -> Tensor:
-    """``module`` (a copy of the posterior's) re-initialised under a seed taken from ``gen``."""
+    """``module`` (a copy of the posterior's) re-initialised under a seed taken from ``gen``.
+
+    Every submodule's ``reset_parameters`` draws from a generator seeded with that seed
+    (:func:`~bnnkit.core.random.init_module_`): the weights a reset gives after seeding the global
+    RNG with that seed, but with the caller's global random state left alone.
+    """
     member_seed = int(torch.randint(0, 2**62, (1,), generator=gen))
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(member_seed)
-        with torch.no_grad():
-            for sub in module.modules():
-                reset = getattr(sub, "reset_parameters", None)
-                if callable(reset):
-                    reset()
+    init_module_(module, torch.Generator().manual_seed(member_seed))
     named = dict(module.named_parameters())
     net = {n: named[n].detach() for n in posterior.net_names}
     return posterior.view.ravel({**net, **posterior.initial_extras}).to(posterior.view.dtype)

@@ -14,9 +14,9 @@ function draws ``f_s = f(X; w_s(phi))``, is::
 
 ``grad log p`` is ``-K^-1 (f - m)`` in closed form; the implicit ``q(f^X)`` has no density, so its
 score comes from the spectral Stein gradient estimator (:func:`~bnnkit.vi.ssge.ssge_score`) over
-the ``S`` draws (design note section 10).  A small Gaussian noise ``injected_noise`` is added to the
-function draws for the estimator (as in the FBNN code) so ``q(f^X)`` has a density even when
-``|X|`` exceeds the number of weights.
+the ``S`` draws (``docs/fsgmcmc_design.md`` section 10).  A small Gaussian noise ``injected_noise``
+is added to the function draws for the estimator (as in the FBNN code) so ``q(f^X)`` has a density
+even when ``|X|`` exceeds the number of weights.
 """
 
 from __future__ import annotations

@@ -130,7 +130,7 @@ def test_measurement_points_are_mushrooms_with_both_actions():
 
 @needs_data
 @pytest.mark.parametrize("method", ["fsgld", "fsghmc", "fbnn"])
-def test_agents_keep_num_data_at_the_buffer_size_and_learn(method):
+def test_agents_scale_by_the_buffer_size_and_learn(method):
     from bnnkit.data.mushroom import load_mushroom
 
     contexts, _ = load_mushroom(DATA)
@@ -138,12 +138,17 @@ def test_agents_keep_num_data_at_the_buffer_size_and_learn(method):
     agent = bandit._make_agent(method, 119, cfg, 0, bandit.attribute_blocks(contexts))
     assert hasattr(agent.posterior, "gp")  # all three put the GP prior on the reward function
     start = agent.q.mu.detach().clone() if method == "fbnn" else None
+    first = agent.posterior
     buf = Buffer(8, 119)
     gen = torch.Generator().manual_seed(0)
     for i in range(12):
         buf.add(torch.cat([contexts[i], torch.tensor([1.0, 0.0])]), 0.25)
         agent.update(buf, cfg, gen)
-        assert agent.posterior.num_data == buf.size == min(i + 1, 8)
+        if method == "fbnn":  # the data size is an argument of the ELBO terms; the posterior is not changed
+            assert agent.posterior is first and first.num_data == 1
+        else:  # a posterior (and target) per buffer size, not a mutated one
+            assert agent.posterior.num_data == agent.target.num_data == buf.size == min(i + 1, 8)
+            assert first.num_data == 1
     assert agent.finite() and agent.act(contexts[0], gen) in (EAT, REJECT)
     if method == "fsghmc":  # the momentum is kept across interactions
         assert float(agent.state.momentum.abs().sum()) > 0
@@ -180,7 +185,9 @@ def test_sghmc_agent_plays_a_short_run():
 @needs_data
 def test_quick_mode_runs_every_method_and_writes_its_files(tmp_path):
     # quick defaults (300 interactions, pattern 0.5, 20 hidden units), one seed to keep the test short
+    state = torch.get_rng_state()
     report = run_bandit(quick=True, seeds=(0,), out=tmp_path, root=str(DATA), progress=False, log=quiet)
+    assert torch.equal(torch.get_rng_state(), state)  # the caller's global RNG is left alone
     assert report["methods"] == list(METHODS) and report["patterns"] == [0.5]
     assert report["steps"] == bandit.QUICK_STEPS == 300 and report["protocol"]["hidden"] == 20
     for name in ("bandit.json", "bandit.md", "bandit.csv", "bandit_p0.5.png"):

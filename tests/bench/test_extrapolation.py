@@ -2,12 +2,17 @@
 
 import json
 
+import torch
+
 from bnnkit.cli.main import main
 
 
 def test_extrapolation_quick_writes_plot_and_numbers(tmp_path):
     out = tmp_path / "extra"
+    state = torch.get_rng_state()
     assert main(["experiment", "extrapolation", "--quick", "--out", str(out), "--no-progress"]) == 0
+    # the initial weights come from a seeded fork: the caller's global RNG is left alone
+    assert torch.equal(torch.get_rng_state(), state)
     report = json.loads((out / "extrapolation.json").read_text())
     for name in ("fsghmc", "sghmc", "sghmc_scaled"):
         r = report[name]

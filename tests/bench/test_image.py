@@ -15,9 +15,11 @@ DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
 @pytest.mark.skipif(not (DATA / "mnist").exists(), reason="needs ../shared/data/mnist")
 def test_image_quick_all_methods(tmp_path):
+    state = torch.get_rng_state()
     report = run_image(
         "mnist", METHODS, out=tmp_path, root=str(DATA), quick=True, progress=False, log=lambda s: None
     )
+    assert torch.equal(torch.get_rng_state(), state)  # the caller's global RNG is left alone
     assert [r["method"] for r in report["rows"]] == list(METHODS)
     for r in report["rows"]:  # quick mode checks the pipeline, not the accuracy
         assert 0.0 <= r["test_error_pct"] <= 100.0 and 0.0 <= r["ood_auroc"] <= 1.0 and r["nll"] > 0

@@ -18,6 +18,7 @@ DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 @pytest.mark.skipif(not (DATA / "uci").exists(), reason="needs ../shared/data/uci")
 def test_uci_quick_all_methods(tmp_path):
     asked = [{"nuts": "hmc"}.get(m, m) for m in METHODS]  # the gold standard under its alias
+    state = torch.get_rng_state()
     report = run_uci(
         ["boston"],
         asked,
@@ -28,6 +29,7 @@ def test_uci_quick_all_methods(tmp_path):
         progress=False,
         log=lambda s: None,
     )
+    assert torch.equal(torch.get_rng_state(), state)  # the caller's global RNG is left alone
     rows = list(csv.DictReader((tmp_path / "uci.csv").open()))
     assert {r["method"] for r in rows} == set(METHODS)
     from bnnkit.data import load_uci

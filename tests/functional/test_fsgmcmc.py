@@ -1,4 +1,4 @@
-"""Functional SG-MCMC against the exact Gaussian target of design note section 8.1.
+"""Functional SG-MCMC against the exact Gaussian target of docs/fsgmcmc_design.md section 8.1.
 
 Linear model ``f(x) = phi^T theta`` (an ``nn.Linear(3, 1, bias=False)`` on features
 ``phi = [1, u, u^2]``), Gaussian likelihood, linear kernel ``k(x, x') = sigma_w^2 phi^T phi'``.
