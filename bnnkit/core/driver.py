@@ -130,45 +130,9 @@ def sample(
     if on_divergence not in ("raise", "warn"):
         raise BnnkitError(f"on_divergence must be 'raise' or 'warn', got {on_divergence!r}.")
 
-    if isinstance(posterior, Posterior):
-        if validate and data is not None and not hasattr(data, "next"):
-            posterior.check_data(data)
-        if validate and hasattr(data, "check"):
-            data.check(posterior)
-        target = posterior.target()
-        model_config: dict[str, Any] = posterior.config()
-        init = "prior" if init is None else init
-    elif isinstance(posterior, Target):
-        target, model_config = posterior, {"target": "custom", "parameters": posterior.view.describe()}
-    elif callable(posterior):
-        if not isinstance(init, Mapping):
-            raise BnnkitError(
-                "sampling a plain log-density function needs init=<dict of initial parameter tensors>."
-            )
-        target = as_target(posterior, init)
-        model_config = {
-            "log_density": getattr(posterior, "__name__", "custom"),
-            "parameters": target.view.describe(),
-        }
-    else:
-        raise BnnkitError(
-            f"posterior must be a bnnkit.Posterior or a callable log density, got {type(posterior).__name__}."
-        )
-
+    target, model_config, init = _build_target(posterior, data, init, validate)
     chain_ids = _chain_ids(chains, num_chains)
-    batches = _batch_source(data)
-    if chain_method == "vectorized":
-        _check_vectorizable(algorithm, batches)
-        if not isinstance(batches, FullBatch):
-            batches = batches.per_chain(len(chain_ids))
-        target = target.vectorized(chain_batched=not isinstance(batches, FullBatch), compile=compile)
-        units = [chain_ids]
-    elif chain_method == "sequential":
-        if compile:
-            target = target.compiled()
-        units = [[c] for c in chain_ids]
-    else:
-        raise BnnkitError(f"chain_method must be 'sequential' or 'vectorized', got {chain_method!r}.")
+    target, batches, units = _plan_units(algorithm, target, data, chain_ids, chain_method, compile)
     if stop_when is not None and len(units) > 1:
         raise BnnkitError(
             "stop_when compares chains as they run, so they must run together: pass "
@@ -211,38 +175,9 @@ def sample(
         validate=validate,
         stop_when=stop_when,
     )
-    results: dict[int, tuple[Tensor, dict[str, Tensor]]] = {}
-    diverged: list[int] = []
-    try:
-        for unit in units:
-            if store is not None:
-                for c in unit:  # a finished chain with a damaged chunk runs again from its checkpoint
-                    if store.is_done(c) and store.verify(c):
-                        store.reopen(c)
-                if all(store.is_done(c) or store.is_diverged(c) for c in unit):
-                    diverged += [c for c in unit if store.is_diverged(c)]
-                    continue
-                store.lock(unit)
-            try:
-                results.update(
-                    _run_unit(kernel, target, posterior, batches, fresh_batches, unit, settings, store)
-                )
-            except DivergenceError as err:
-                err.partial = {**results, **err.partial}
-                if store is not None:  # the record says why the chain's draws end where they do
-                    for c in err.chains:
-                        store.mark_diverged(c, {"step": err.step, "message": str(err)})
-                if on_divergence == "raise":
-                    raise
-                warnings.warn(str(err), stacklevel=2)
-                diverged += err.chains
-            finally:
-                if store is not None:
-                    store.unlock()
-    except DivergenceError as err:
-        err.partial = {c: v for c, v in err.partial.items() if c in chain_ids}
-        raise
-
+    results, diverged = _run_units(
+        kernel, target, posterior, batches, fresh_batches, units, settings, store, chain_ids, on_divergence
+    )
     kept = [c for c in chain_ids if c not in diverged]
     if not kept:
         raise DivergenceError(
@@ -266,6 +201,96 @@ def sample(
     if samples.log_weights is not None:
         warn_if_degenerate(samples.log_weights)
     return samples
+
+
+def _build_target(posterior: Any, data: Any, init: InitSpec, validate: bool) -> tuple[Target, dict, InitSpec]:
+    """The flat target to sample, the model's part of the run configuration, and the init."""
+    if isinstance(posterior, Posterior):
+        if validate and data is not None and not hasattr(data, "next"):
+            posterior.check_data(data)
+        if validate and hasattr(data, "check"):
+            data.check(posterior)
+        target = posterior.target()
+        model_config: dict[str, Any] = posterior.config()
+        init = "prior" if init is None else init
+    elif isinstance(posterior, Target):
+        target, model_config = posterior, {"target": "custom", "parameters": posterior.view.describe()}
+    elif callable(posterior):
+        if not isinstance(init, Mapping):
+            raise BnnkitError(
+                "sampling a plain log-density function needs init=<dict of initial parameter tensors>."
+            )
+        target = as_target(posterior, init)
+        model_config = {
+            "log_density": getattr(posterior, "__name__", "custom"),
+            "parameters": target.view.describe(),
+        }
+    else:
+        raise BnnkitError(
+            f"posterior must be a bnnkit.Posterior or a callable log density, got {type(posterior).__name__}."
+        )
+
+    return target, model_config, init
+
+
+def _plan_units(
+    algorithm: Algorithm, target: Target, data: Any, chain_ids: list[int], chain_method: str, compile: bool
+) -> tuple[Target, Any, list[list[int]]]:
+    """The target and batch stream as the chains will use them, and the chains' grouping into units
+    (one chain each, or all chains as one vectorised computation)."""
+    batches = _batch_source(data)
+    if chain_method == "vectorized":
+        _check_vectorizable(algorithm, batches)
+        if not isinstance(batches, FullBatch):
+            batches = batches.per_chain(len(chain_ids))
+        target = target.vectorized(chain_batched=not isinstance(batches, FullBatch), compile=compile)
+        units = [chain_ids]
+    elif chain_method == "sequential":
+        if compile:
+            target = target.compiled()
+        units = [[c] for c in chain_ids]
+    else:
+        raise BnnkitError(f"chain_method must be 'sequential' or 'vectorized', got {chain_method!r}.")
+    return target, batches, units
+
+
+def _run_units(
+    kernel, target, posterior, batches, fresh_batches, units, settings, store, chain_ids, on_divergence
+) -> tuple[dict[int, tuple[Tensor, dict[str, Tensor]]], list[int]]:
+    """Run (or resume) every unit; return the in-memory draws and the chains that diverged."""
+    results: dict[int, tuple[Tensor, dict[str, Tensor]]] = {}
+    diverged: list[int] = []
+    try:
+        for unit in units:
+            if store is not None:
+                for c in unit:  # a finished chain with a damaged chunk runs again from its checkpoint
+                    if store.is_done(c) and store.verify(c):
+                        store.reopen(c)
+                if all(store.is_done(c) or store.is_diverged(c) for c in unit):
+                    diverged += [c for c in unit if store.is_diverged(c)]
+                    continue
+                store.lock(unit)
+            try:
+                results.update(
+                    _run_unit(kernel, target, posterior, batches, fresh_batches, unit, settings, store)
+                )
+            except DivergenceError as err:
+                err.partial = {**results, **err.partial}
+                if store is not None:  # the record says why the chain's draws end where they do
+                    for c in err.chains:
+                        store.mark_diverged(c, {"step": err.step, "message": str(err)})
+                if on_divergence == "raise":
+                    raise
+                warnings.warn(str(err), stacklevel=3)
+                diverged += err.chains
+            finally:
+                if store is not None:
+                    store.unlock()
+    except DivergenceError as err:
+        err.partial = {c: v for c, v in err.partial.items() if c in chain_ids}
+        raise
+
+    return results, diverged
 
 
 def _chain_ids(chains: Sequence[int] | None, num_chains: int) -> list[int]:
@@ -418,7 +443,9 @@ def _run_unit(
             state, info = kernel.step(state, batch, gen)
             if not _finite(state, info):
                 _flush_pending(keep_pos, keep_info, unit, vectorized, store, num_chunks, kept_in_memory)
-                raise _divergence(state, info, unit, vectorized, it, num_warmup, n_kept, store, kept_in_memory)
+                raise _divergence(
+                    state, info, unit, vectorized, it, num_warmup, n_kept, store, kept_in_memory
+                )
             div = getattr(info, "diverging", None)
             if isinstance(div, Tensor):
                 stuck = stuck + 1 if bool(div.all()) else 0
@@ -546,9 +573,7 @@ def _divergence(
     lp = getattr(info, "log_density", None)
     rows = x.reshape(len(unit), -1) if vectorized else x.reshape(1, -1)
     bad_x = ~torch.isfinite(rows).all(dim=1)
-    bad_lp = (
-        ~torch.isfinite(lp.detach().reshape(-1)) if isinstance(lp, Tensor) else torch.zeros_like(bad_x)
-    )
+    bad_lp = ~torch.isfinite(lp.detach().reshape(-1)) if isinstance(lp, Tensor) else torch.zeros_like(bad_x)
     bad = bad_x | bad_lp.reshape(bad_x.shape) if bad_lp.numel() == bad_x.numel() else bad_x | bad_lp.any()
     chains = [c for c, b in zip(unit, bad.tolist()) if b] or list(unit)
     if stuck:

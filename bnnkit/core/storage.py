@@ -262,7 +262,8 @@ class RunStore:
     def diverged_chains(self) -> dict[int, dict]:
         """Chains stopped on a non-finite state, with what was recorded about it."""
         return {
-            int(d.parent.name[len("chain_") :]): _read_json(d) for d in self.root.glob("chain_*/diverged.json")
+            int(d.parent.name[len("chain_") :]): _read_json(d)
+            for d in self.root.glob("chain_*/diverged.json")
         }
 
     def chain_dir(self, chain: int) -> Path:
@@ -410,7 +411,9 @@ class RunStore:
         lost = sum(self._truncate(c, keep_chunks) for c in group)
         if chosen is not None:
             index = self.read_index(chain)
-            index["checkpoints"] = [e for e in index["checkpoints"] if e["iteration"] <= chosen[0]["iteration"]]
+            index["checkpoints"] = [
+                e for e in index["checkpoints"] if e["iteration"] <= chosen[0]["iteration"]
+            ]
             self._write_index(chain, index)
         if damage:
             where = (
