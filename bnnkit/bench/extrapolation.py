@@ -29,7 +29,6 @@ from typing import Any
 
 import torch
 
-from ..core.driver import sample
 from ..core.errors import BnnkitError
 from ..core.posterior import Posterior
 from ..core.random import global_rng_seeded
@@ -38,6 +37,7 @@ from ..likelihoods import Gaussian
 from ..predict import predict
 from ..priors import GaussianPrior
 from ..sgmcmc.sghmc import SGHMC
+from .divergence import sample_or_diverged
 from .models import mlp
 
 NOISE = 0.1
@@ -127,7 +127,7 @@ def run_extrapolation(
     preds = {}
     for name, post in posteriors.items():
         t0 = time.perf_counter()
-        s = sample(
+        s = sample_or_diverged(
             algorithms[name],
             post,
             stream,

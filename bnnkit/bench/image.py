@@ -48,7 +48,6 @@ from typing import Any
 
 import torch
 
-from ..core.driver import sample
 from ..core.errors import BnnkitError
 from ..core.posterior import Posterior
 from ..core.random import global_rng_seeded
@@ -57,6 +56,7 @@ from ..data.mnist import load_mnist
 from ..likelihoods import Categorical
 from ..predict import expected_calibration_error, ood_auroc, predictive_entropy
 from ..priors import GaussianPrior
+from .divergence import sample_or_diverged
 from .models import resnet18
 from .records import append_record, read_records, start_records
 from .uci import DropoutDraws, canonical_methods, predictive
@@ -221,12 +221,12 @@ def _draws(method, x, y, cfg, seed, progress, gp, model="cnn", width=None):
         )
         eps = cfg["step_size"][method]
         alg = FSGHMC(eps, friction=cfg["friction"]) if method == "fsghmc" else FSGLD(eps)
-        return post, sample(alg, post, stream, **kw)
+        return post, sample_or_diverged(alg, post, stream, **kw)
     post = Posterior(net, Categorical(), GaussianPrior(1.0), num_data=n)
     if method in ("sghmc", "sgld"):
         eps = cfg["step_size"][method]
         alg = SGHMC(eps, friction=cfg["friction"]) if method == "sghmc" else SGLD(eps)
-        return post, sample(alg, post, stream, **kw)
+        return post, sample_or_diverged(alg, post, stream, **kw)
     steps = cfg["burn_in"] + cfg["draws"] * cfg["thin"]
 
     def epochs_of(num_steps: int) -> int:  # whole epochs closest to num_steps minibatches

@@ -67,6 +67,7 @@ from ..data.uci import load_uci, resolve_uci_name, uci_num_splits
 from ..likelihoods import Gaussian
 from ..predict import predict, rmse
 from ..priors import GaussianPrior
+from .divergence import sample_or_diverged
 from .models import mlp
 from .records import append_record, read_records, start_records
 
@@ -450,7 +451,7 @@ def _run_method_seeded(method: str, data: Any, cfg: dict, noise: float, gp: Any,
         if cfg.get("tune"):
             eps, table = _tuned_step_size(method, x, y, cfg, gp, seed)
         post, make = _sg_setup(method, x, y, cfg, gp, n)
-        s = sample(make(eps), post, stream, **sg)
+        s = sample_or_diverged(make(eps), post, stream, **sg)
         s.config["step_size_used"] = eps
         s.config["tuning"] = table
         return post, s

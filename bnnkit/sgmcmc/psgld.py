@@ -28,6 +28,7 @@ from ..core.errors import BnnkitError, check_positive
 from ..core.target import Target
 from ..core.types import Batch, Kernel
 from .common import SGInfo, check_temperature, normal
+from .hyper import check_gibbs_every, gibbs_hyper, hyper_gibbs
 from .schedules import Schedule, as_schedule
 
 
@@ -53,7 +54,9 @@ class PSGLDState(NamedTuple):
 class PreconditionedSGLD:
     """pSGLD hyperparameters: ``step_size`` (number or schedule), RMSprop decay ``alpha``, floor
     ``eps`` (lambda), ``correction`` (add the Gamma term), ``num_data`` (N; defaults to the
-    posterior's), ``temperature``."""
+    posterior's), ``temperature``; ``gibbs_every=k``: every ``k`` steps first draw the conjugate
+    hyperparameters from their Gibbs conditional given the weights and the step's minibatch,
+    leaving the preconditioner as it is (:mod:`bnnkit.sgmcmc.hyper`)."""
 
     step_size: float | Schedule = 1e-4
     alpha: float = 0.99
@@ -62,6 +65,7 @@ class PreconditionedSGLD:
     num_data: int | None = None  # N for the per-datum gradient scale; taken from the posterior if None
     temperature: float = 1.0
     name: str = "psgld"
+    gibbs_every: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "step_size", as_schedule(self.step_size))
@@ -69,24 +73,29 @@ class PreconditionedSGLD:
             raise BnnkitError(f"alpha (RMSprop decay) must lie in [0, 1), got {self.alpha!r}.")
         check_positive("eps (preconditioner floor lambda)", self.eps)
         check_temperature(self.temperature)
+        check_gibbs_every(self.gibbs_every, self.temperature)
 
     @property
     def sampling_fraction(self) -> float:
         return self.step_size.sampling_fraction
 
     def config(self) -> dict:
-        return {
+        cfg = {
             **self.step_size.config(),
             "alpha": self.alpha,
             "eps": self.eps,
             "correction": self.correction,
             "temperature": self.temperature,
         }
+        if self.gibbs_every is not None:
+            cfg["gibbs_every"] = self.gibbs_every
+        return cfg
 
     def build(self, target: Target) -> Kernel:
         schedule, alpha, lam, temp = self.step_size, self.alpha, self.eps, self.temperature
         n = float(self.num_data or getattr(target, "num_data", None) or 1)
         correction = self.correction
+        gibbs = hyper_gibbs(target, self.gibbs_every, type(self).__name__)
 
         def init(position: Tensor, batch: Batch) -> PSGLDState:
             x = position.detach().clone()
@@ -102,6 +111,8 @@ class PreconditionedSGLD:
             eps = schedule(t)
             noisy = schedule.sampling(t)
             x = state.position
+            if gibbs is not None and gibbs.due(t):
+                x = gibbs_hyper(x, batch, gen, gibbs.blocks)
             lp, g = target.estimate_grad(x, batch, gen)
             gbar = g / n
             v = state.square_avg * alpha + (1 - alpha) * gbar * gbar

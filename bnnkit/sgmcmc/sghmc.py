@@ -34,6 +34,7 @@ from ..core.errors import BnnkitError, check_int_at_least, check_positive
 from ..core.target import Target
 from ..core.types import Batch, Kernel
 from .common import COLLECT, StepSizeTensors, check_temperature, normal, split_batch
+from .hyper import check_gibbs_every, gibbs_hyper, hyper_gibbs, zero_blocks
 from .schedules import CosineCycle, Schedule, as_schedule
 
 
@@ -66,6 +67,10 @@ class SGHMC:
         temperature: ``T``; ``T < 1`` samples a cold posterior.
         resample_momentum_every: draw ``r ~ N(0, m T)`` every this many steps (Chen et al.'s
             outer loop); ``None`` keeps one persistent momentum.
+        gibbs_every: every this many steps first draw the conjugate hyperparameters (a learnt
+            noise or prior precision) from their Gibbs conditional given the weights and the
+            step's minibatch, and set their momentum to 0 (:mod:`bnnkit.sgmcmc.hyper`); ``None``
+            moves them with the gradient only.
     """
 
     step_size: float | Schedule = 1e-3
@@ -76,6 +81,7 @@ class SGHMC:
     temperature: float = 1.0
     resample_momentum_every: int | None = None
     name: str = "sghmc"
+    gibbs_every: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "step_size", as_schedule(self.step_size))
@@ -102,6 +108,7 @@ class SGHMC:
             raise BnnkitError(f"noise_ema must lie in [0, 1), got {self.noise_ema!r}.")
         if self.resample_momentum_every is not None:
             check_int_at_least("resample_momentum_every", self.resample_momentum_every, 1)
+        check_gibbs_every(self.gibbs_every, self.temperature)
 
     @classmethod
     def from_learning_rate(
@@ -118,11 +125,13 @@ class SGHMC:
 
     @property
     def vectorizable(self) -> bool:
-        return self.noise_estimate != "online"
+        return self.noise_estimate != "online" and self.gibbs_every is None
 
     @property
     def not_vectorizable_because(self) -> str:
-        return "noise_estimate='online' splits each minibatch into halves, per chain"
+        if self.noise_estimate == "online":
+            return "noise_estimate='online' splits each minibatch into halves, per chain"
+        return "gibbs_every draws the hyperparameters with the target's per-chain conjugate updates"
 
     @property
     def sampling_fraction(self) -> float:
@@ -130,7 +139,7 @@ class SGHMC:
 
     def config(self) -> dict:
         mass = self.mass if not isinstance(self.mass, Tensor) else "tensor"
-        return {
+        cfg = {
             **self.step_size.config(),
             "friction": self.friction,
             "mass": mass,
@@ -139,12 +148,16 @@ class SGHMC:
             "temperature": self.temperature,
             "resample_momentum_every": self.resample_momentum_every,
         }
+        if self.gibbs_every is not None:
+            cfg["gibbs_every"] = self.gibbs_every
+        return cfg
 
     def build(self, target: Target) -> Kernel:
         schedule, C, temp = self.step_size, float(self.friction), self.temperature
         online = self.noise_estimate == "online"
         b_const = 0.0 if online else float(self.noise_estimate)
         ema, every = self.noise_ema, self.resample_momentum_every
+        gibbs = hyper_gibbs(target, self.gibbs_every, type(self).__name__)
 
         def mass_like(x: Tensor) -> Tensor:
             m = self.mass
@@ -187,6 +200,9 @@ class SGHMC:
             eps = schedule(t)
             noisy = schedule.sampling(t)
             x, r = state.position, state.momentum
+            if gibbs is not None and gibbs.due(t):
+                x = gibbs_hyper(x, batch, gen, gibbs.blocks)
+                r = zero_blocks(r, gibbs.blocks)
             if scalar_mass and not online:
                 # Same update with Python-scalar coefficients: few tensor ops per step.
                 m = float(self.mass)

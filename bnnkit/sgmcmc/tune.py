@@ -28,7 +28,7 @@ import torch
 from torch import Tensor
 
 from ..core.driver import sample
-from ..core.errors import BnnkitError, check_int_at_least
+from ..core.errors import BnnkitError, DivergenceError, check_int_at_least
 from ..core.posterior import Posterior
 from ..diagnostics import ess, rhat
 from ..predict import predict
@@ -203,21 +203,29 @@ def tune(
         if progress:
             print(f"[tune {i + 1}/{len(combos)}] {setting}", flush=True)
         t0 = time.perf_counter()
-        s = sample(
-            alg,
-            posterior,
-            data,
-            num_samples=num_samples,
-            num_warmup=num_warmup,
-            thin=thin,
-            num_chains=num_chains,
-            seed=seed,
-            progress=progress,
-            **sample_kwargs,
-        )
+        try:
+            s = sample(
+                alg,
+                posterior,
+                data,
+                num_samples=num_samples,
+                num_warmup=num_warmup,
+                thin=thin,
+                num_chains=num_chains,
+                seed=seed,
+                progress=progress,
+                **sample_kwargs,
+            )
+        except DivergenceError as err:  # a setting too large: scored as diverged, its trace kept
+            s = None
+            logp = np.full((num_chains, num_samples), np.nan)
+            for c, (_, stats) in err.partial.items():
+                kept = stats["log_density"].double().numpy()[:num_samples]
+                logp[c, : len(kept)] = kept
         seconds = time.perf_counter() - t0
-        logp = s.stats["log_density"].double().numpy()
-        finite = bool(torch.isfinite(s.positions).all()) and bool(np.isfinite(logp).all())
+        if s is not None:
+            logp = s.stats["log_density"].double().numpy()
+        finite = s is not None and bool(torch.isfinite(s.positions).all()) and bool(np.isfinite(logp).all())
         row: dict[str, Any] = {"setting": setting, "finite": finite, "seconds": seconds}
         if finite:
             pred = predict(posterior, s, x_ho)
