@@ -21,7 +21,7 @@ from .samplers import (
     RandomWalkMH,
     RejectionSampler,
 )
-from .sgmcmc import SGHMC, SGLD, CyclicalSGHMC, CyclicalSGLD, PreconditionedSGLD
+from .sgmcmc import SGHMC, SGLD, AdaptiveSGHMC, CyclicalSGHMC, CyclicalSGLD, PreconditionedSGLD
 from .sgmcmc.tune import tune
 
 __version__ = "0.1.0"
@@ -62,6 +62,7 @@ __all__ = [
     "ImportanceSampler",
     "SGLD",
     "SGHMC",
+    "AdaptiveSGHMC",
     "CyclicalSGLD",
     "CyclicalSGHMC",
     "PreconditionedSGLD",
