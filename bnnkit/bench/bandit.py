@@ -113,6 +113,7 @@ from torch import Tensor
 
 from ..core.errors import BnnkitError
 from ..core.random import global_rng_seeded, make_generator
+from .methods import GP_PRIOR, MOMENTUM, family, sg_algorithm
 from .models import mlp
 from .records import append_record, read_records, start_records
 
@@ -428,6 +429,12 @@ def _hmc_like(kind: Any, momentum_decay: float) -> Callable[[float], Any]:
     return lambda eps: kind.from_learning_rate(momentum_decay * eps / 2, momentum_decay)
 
 
+def _sg_algorithm(method: str, cfg: dict) -> Any:
+    """``eps -> algorithm`` of an SG-MCMC ``method``: (f)SGLD's class, or (f)SGHMC with (f)SGLD's drift."""
+    kind = sg_algorithm(method)
+    return _hmc_like(kind, cfg["sghmc_momentum_decay"]) if method in MOMENTUM else kind
+
+
 def _make_agent(method: str, d: int, cfg: dict, seed: int, blocks: list[tuple[int, int]]) -> Any:
     from ..core.posterior import Posterior
     from ..likelihoods import Gaussian
@@ -442,14 +449,12 @@ def _make_agent(method: str, d: int, cfg: dict, seed: int, blocks: list[tuple[in
     prior = GaussianPrior(cfg["prior_scales"]["default"], scales=scales)
     if method == "bbb":
         return _BBBAgent(Posterior(net, lik, prior, num_data=1), cfg)
-    if method in ("sgld", "sghmc"):
-        from ..sgmcmc import SGHMC, SGLD
-
+    if family(method) == "sg":
         post = Posterior(net, lik, prior, num_data=1)
-        alg = SGLD if method == "sgld" else _hmc_like(SGHMC, cfg["sghmc_momentum_decay"])
+        alg = _sg_algorithm(method, cfg)
         return _SGMCMCAgent(post, alg, cfg["sgld_lr"], cfg["sgld_max_step"], post.initial_position("module"))
-    if method in ("fsgld", "fsghmc", "fbnn"):
-        from ..functional import FSGHMC, FSGLD, FunctionalPosterior, GPPrior
+    if method in GP_PRIOR:
+        from ..functional import FunctionalPosterior, GPPrior
 
         gp = GPPrior(
             "rbf",
@@ -473,7 +478,7 @@ def _make_agent(method: str, d: int, cfg: dict, seed: int, blocks: list[tuple[in
         )
         if method == "fbnn":
             return _FBNNAgent(post, cfg)
-        alg = FSGLD if method == "fsgld" else _hmc_like(FSGHMC, cfg["sghmc_momentum_decay"])
+        alg = _sg_algorithm(method, cfg)
         return _SGMCMCAgent(
             post, alg, cfg["fsgld_lr"], cfg["fsgld_max_step"], post.initial_position("module")
         )

@@ -57,6 +57,7 @@ from ..likelihoods import Categorical
 from ..predict import expected_calibration_error, ood_auroc, predictive_entropy
 from ..priors import GaussianPrior
 from .divergence import sample_or_diverged
+from .methods import GP_PRIOR, MOMENTUM, family, sg_algorithm
 from .models import resnet18
 from .records import append_record, read_records, start_records
 from .uci import DropoutDraws, canonical_methods, predictive
@@ -194,8 +195,7 @@ def _fit_gp(x: torch.Tensor, y: torch.Tensor, cfg: dict, seed: int):
 
 
 def _draws(method, x, y, cfg, seed, progress, gp, model="cnn", width=None):
-    from ..functional import FSGHMC, FSGLD, FunctionalPosterior, MeasurementPoints
-    from ..sgmcmc import SGHMC, SGLD
+    from ..functional import FunctionalPosterior, MeasurementPoints
     from ..vi import FBNN, BayesByBackprop, DeepEnsemble, MCDropout
 
     n = x.shape[0]
@@ -215,18 +215,14 @@ def _draws(method, x, y, cfg, seed, progress, gp, model="cnn", width=None):
         progress=progress,
         init="module",
     )
-    if method in ("fsghmc", "fsgld"):
+    if family(method) == "fsg":
         post = FunctionalPosterior(
             net, Categorical(), gp, MeasurementPoints(num_from_data=40, num_uniform=0), x
         )
-        eps = cfg["step_size"][method]
-        alg = FSGHMC(eps, friction=cfg["friction"]) if method == "fsghmc" else FSGLD(eps)
-        return post, sample_or_diverged(alg, post, stream, **kw)
+        return post, sample_or_diverged(_sg_algorithm(method, cfg), post, stream, **kw)
     post = Posterior(net, Categorical(), GaussianPrior(1.0), num_data=n)
-    if method in ("sghmc", "sgld"):
-        eps = cfg["step_size"][method]
-        alg = SGHMC(eps, friction=cfg["friction"]) if method == "sghmc" else SGLD(eps)
-        return post, sample_or_diverged(alg, post, stream, **kw)
+    if family(method) == "sg":
+        return post, sample_or_diverged(_sg_algorithm(method, cfg), post, stream, **kw)
     steps = cfg["burn_in"] + cfg["draws"] * cfg["thin"]
 
     def epochs_of(num_steps: int) -> int:  # whole epochs closest to num_steps minibatches
@@ -275,9 +271,15 @@ def _draws(method, x, y, cfg, seed, progress, gp, model="cnn", width=None):
     raise BnnkitError(f"unknown method {method!r}; choose from {', '.join(METHODS)}.")
 
 
+def _sg_algorithm(method: str, cfg: dict) -> Any:
+    """The SG-MCMC algorithm of ``method`` at its step ``cfg["step_size"][method]``."""
+    kind, eps = sg_algorithm(method), cfg["step_size"][method]
+    return kind(eps, friction=cfg["friction"]) if method in MOMENTUM else kind(eps)
+
+
 ROWS_FILE = "image_rows.jsonl"  # one line per finished method, appended as it finishes
 ROW_KEYS = ("method", "test_error_pct", "nll", "ece", "ood_auroc", "seconds")
-FUNCTIONAL = ("fsghmc", "fsgld", "fbnn")  # the methods with the fitted GP prior
+FUNCTIONAL = tuple(m for m in METHODS if m in GP_PRIOR)  # the methods with the fitted GP prior
 
 
 def run_image(

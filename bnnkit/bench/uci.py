@@ -68,6 +68,7 @@ from ..likelihoods import Gaussian
 from ..predict import predict, rmse
 from ..priors import GaussianPrior
 from .divergence import sample_or_diverged
+from .methods import MOMENTUM, family, is_sg, methods_of, sg_algorithm
 from .models import mlp
 from .records import append_record, read_records, start_records
 
@@ -283,8 +284,8 @@ GP_FIT_MAX_POINTS = 1000
 # Sets whose training splits have at most GP_FIT_MAX_POINTS rows: the fit takes every row, draws no
 # subset, and their protocol-2 cells are protocol-3 cells (tests/bench/test_uci.py checks the sizes).
 NO_GP_SUBSET = frozenset({"bostonHousing", "concrete", "energy", "yacht"})
-SG_METHODS = ("sgld", "sghmc", "fsgld", "fsghmc")
-VI_METHODS = ("bbb", "fbnn", "mcdropout", "ensemble")
+SG_METHODS = methods_of("sg", "fsg")  # sgld, sghmc, fsgld, fsghmc
+VI_METHODS = methods_of("vi")  # bbb, fbnn, mcdropout, ensemble
 
 
 def _sg_setup(
@@ -292,13 +293,12 @@ def _sg_setup(
 ) -> tuple[Any, Callable]:
     """The posterior of an SG-MCMC method on ``(x, y)`` and ``step_size -> algorithm``; ``rows``
     is the size of the full training set, which sets SGHMC's friction."""
-    from ..functional import FSGHMC, FSGLD, FunctionalPosterior, MeasurementPoints
-    from ..sgmcmc import SGHMC, SGLD
+    from ..functional import FunctionalPosterior, MeasurementPoints
 
     n, d = x.shape
     net = mlp(d, cfg["hidden"])
     lik = Gaussian(0.5, learn_noise=True, precision_prior=(1.0, 0.1))
-    if method in ("fsgld", "fsghmc"):
+    if family(method) == "fsg":
         if n <= 1000:
             meas: Any = x  # all training inputs, fixed (the paper's UCI protocol)
         else:
@@ -307,10 +307,9 @@ def _sg_setup(
     else:
         post = Posterior(net, lik, GaussianPrior(1.0), num_data=n)
     c = friction(rows, cfg)
-    kinds = {"sgld": SGLD, "fsgld": FSGLD}
-    if method in kinds:
-        return post, kinds[method]
-    kind = SGHMC if method == "sghmc" else FSGHMC
+    kind = sg_algorithm(method)
+    if method not in MOMENTUM:
+        return post, kind
     return post, lambda step_size: kind(step_size, friction=c)
 
 
@@ -328,7 +327,7 @@ def default_step_size(method: str, n: int, cfg: dict[str, Any]) -> float:
     """
     base = cfg["step_size"][method]
     r = _rows_ratio(n, cfg)
-    return float(f"{base * (r if method in ('sgld', 'fsgld') else math.sqrt(r)):.6g}")
+    return float(f"{base * (math.sqrt(r) if method in MOMENTUM else r):.6g}")
 
 
 def friction(n: int, cfg: dict[str, Any]) -> float:
@@ -445,7 +444,7 @@ def _run_method_seeded(method: str, data: Any, cfg: dict, noise: float, gp: Any,
     sg = dict(
         num_samples=cfg["draws"], num_warmup=cfg["burn_in"], thin=cfg["thin"], seed=seed, progress=progress
     )
-    if method in SG_METHODS:
+    if is_sg(method):
         eps = default_step_size(method, n, cfg)
         table = None
         if cfg.get("tune"):

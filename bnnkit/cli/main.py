@@ -171,106 +171,138 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    if args.command == "demo":
-        from .demo import run_demo
+    handler = _HANDLERS.get(_subcommand(args))
+    if handler is None:  # pragma: no cover - argparse enforces a command
+        return 2
+    return handler(args)
 
-        run_demo(
-            out=args.out,
-            num_chains=args.chains,
-            num_samples=args.samples,
-            num_warmup=args.warmup,
-            num_steps=args.leapfrog,
-            seed=args.seed,
-            threads=args.threads,
-            progress=not args.no_progress,
-            chain_method=args.chain_method,
-        )
-        return 0
-    if args.command == "experiment" and args.experiment == "extrapolation":
-        import json
 
-        import torch
+def _subcommand(args: argparse.Namespace) -> tuple[str, ...]:
+    """The path of subcommand names, e.g. ``("bench", "uci")``."""
+    if args.command == "experiment":
+        return (args.command, args.experiment)
+    if args.command == "bench":
+        return (args.command, args.benchmark)
+    return (args.command,)
 
-        from ..bench.extrapolation import run_extrapolation
 
-        torch.set_num_threads(args.threads)
-        report = run_extrapolation(
-            out=args.out,
-            quick=args.quick,
-            seed=args.seed,
-            progress=not args.no_progress,
-            step_size=args.step_size,
-            friction=args.friction,
-        )
-        for name in ("fsghmc", "sghmc", "sghmc_scaled"):
-            print(f"{name}: " + json.dumps({k: round(v, 3) for k, v in report[name].items()}))
-        print(f"wrote {args.out}/extrapolation.png and {args.out}/extrapolation.json")
-        return 0
-    if args.command == "bench" and args.benchmark == "uci":
-        import torch
+def _demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
 
-        from ..bench.uci import run_uci
+    run_demo(
+        out=args.out,
+        num_chains=args.chains,
+        num_samples=args.samples,
+        num_warmup=args.warmup,
+        num_steps=args.leapfrog,
+        seed=args.seed,
+        threads=args.threads,
+        progress=not args.no_progress,
+        chain_method=args.chain_method,
+    )
+    return 0
 
-        torch.set_num_threads(args.threads)
-        report = run_uci(
-            datasets=[d for d in args.datasets.split(",") if d],
-            methods=[m for m in args.methods.split(",") if m],
-            splits=args.splits,
-            out=args.out,
-            root=args.data,
-            quick=args.quick,
-            seed=args.seed,
-            progress=not args.no_progress,
-            tune=args.tune,
-            from_cells=args.from_cells,
-            resume=args.resume,
-            first_split=args.first_split,
-        )
-        print(report["markdown"])
-        print(f"wrote {args.out}/uci.md, uci.csv, uci.json and uci.png")
-        return 0
-    if args.command == "bench" and args.benchmark == "image":
-        import torch
 
-        from ..bench.image import run_image
+def _experiment_extrapolation(args: argparse.Namespace) -> int:
+    import json
 
-        torch.set_num_threads(args.threads)
-        report = run_image(
-            dataset=args.dataset,
-            methods=tuple(m for m in args.methods.split(",") if m),
-            out=args.out,
-            root=args.data,
-            download=args.download,
-            quick=args.quick,
-            seed=args.seed,
-            progress=not args.no_progress,
-            model=args.model,
-            width=args.width,
-            resume=args.resume,
-        )
-        print((Path(args.out) / "image.md").read_text())
-        return 0
-    if args.command == "bench" and args.benchmark == "bandit":
-        import torch
+    import torch
 
-        from ..bench.bandit import METHODS, run_bandit
+    from ..bench.extrapolation import run_extrapolation
 
-        torch.set_num_threads(args.threads)
-        run_bandit(
-            methods=args.methods or METHODS,
-            patterns=args.patterns,
-            seeds=args.seeds,
-            steps=args.steps,
-            out=args.out,
-            root=args.data,
-            quick=args.quick,
-            progress=not args.no_progress,
-            resume=args.resume,
-            from_runs=args.from_runs,
-        )
-        print((Path(args.out) / "bandit.md").read_text())
-        return 0
-    return 2  # pragma: no cover - argparse enforces a command
+    torch.set_num_threads(args.threads)
+    report = run_extrapolation(
+        out=args.out,
+        quick=args.quick,
+        seed=args.seed,
+        progress=not args.no_progress,
+        step_size=args.step_size,
+        friction=args.friction,
+    )
+    for name in ("fsghmc", "sghmc", "sghmc_scaled"):
+        print(f"{name}: " + json.dumps({k: round(v, 3) for k, v in report[name].items()}))
+    print(f"wrote {args.out}/extrapolation.png and {args.out}/extrapolation.json")
+    return 0
+
+
+def _bench_uci(args: argparse.Namespace) -> int:
+    import torch
+
+    from ..bench.uci import run_uci
+
+    torch.set_num_threads(args.threads)
+    report = run_uci(
+        datasets=[d for d in args.datasets.split(",") if d],
+        methods=[m for m in args.methods.split(",") if m],
+        splits=args.splits,
+        out=args.out,
+        root=args.data,
+        quick=args.quick,
+        seed=args.seed,
+        progress=not args.no_progress,
+        tune=args.tune,
+        from_cells=args.from_cells,
+        resume=args.resume,
+        first_split=args.first_split,
+    )
+    print(report["markdown"])
+    print(f"wrote {args.out}/uci.md, uci.csv, uci.json and uci.png")
+    return 0
+
+
+def _bench_image(args: argparse.Namespace) -> int:
+    import torch
+
+    from ..bench.image import run_image
+
+    torch.set_num_threads(args.threads)
+    run_image(
+        dataset=args.dataset,
+        methods=tuple(m for m in args.methods.split(",") if m),
+        out=args.out,
+        root=args.data,
+        download=args.download,
+        quick=args.quick,
+        seed=args.seed,
+        progress=not args.no_progress,
+        model=args.model,
+        width=args.width,
+        resume=args.resume,
+    )
+    print((Path(args.out) / "image.md").read_text())
+    return 0
+
+
+def _bench_bandit(args: argparse.Namespace) -> int:
+    import torch
+
+    from ..bench.bandit import METHODS, run_bandit
+
+    torch.set_num_threads(args.threads)
+    run_bandit(
+        methods=args.methods or METHODS,
+        patterns=args.patterns,
+        seeds=args.seeds,
+        steps=args.steps,
+        out=args.out,
+        root=args.data,
+        quick=args.quick,
+        progress=not args.no_progress,
+        resume=args.resume,
+        from_runs=args.from_runs,
+    )
+    print((Path(args.out) / "bandit.md").read_text())
+    return 0
+
+
+# One handler per subcommand path; each returns the exit status.
+_HANDLERS = {
+    ("demo",): _demo,
+    ("experiment", "extrapolation"): _experiment_extrapolation,
+    ("bench", "uci"): _bench_uci,
+    ("bench", "image"): _bench_image,
+    ("bench", "bandit"): _bench_bandit,
+}
 
 
 if __name__ == "__main__":

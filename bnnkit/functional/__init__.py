@@ -8,7 +8,8 @@
 """
 
 from .algorithms import FSGHMC, FSGLD
-from .gp_prior import GPPrior, SharedKernelMLL
+from .gp_fit import SharedKernelMLL
+from .gp_prior import GPPrior
 from .kernels import KERNEL_NAMES, kernel_hyperparameters, make_kernel
 from .measurement import BoundMeasurementPoints, FixedMeasurementPoints, MeasurementPoints, dedupe_rows
 from .posterior import FunctionalPosterior

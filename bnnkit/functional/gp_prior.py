@@ -10,8 +10,8 @@ With ``m`` the prior mean, ``K = k(X_M, X_M)`` and a relative jitter ``delta = j
 ``(alpha.detach() * f_M).sum()``.  Kernel, Cholesky and solves run in float64.
 
 The hyperparameters are "pre-trained" by :meth:`GPPrior.fit` (exact GP regression, type-II maximum
-likelihood) and then frozen; the fitted observation noise is kept in ``noise_variance`` (a good
-initial regression noise) and never added to ``K``.
+likelihood, in :mod:`bnnkit.functional.gp_fit`) and then frozen; the fitted observation noise is
+kept in ``noise_variance`` (a good initial regression noise) and never added to ``K``.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import logging
 import math
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
@@ -26,72 +27,19 @@ from torch import Tensor
 from ..core.errors import BnnkitError, check_finite_rows, check_int_at_least, check_positive
 from .kernels import (
     Kernel,
-    gpytorch,
-    hyperparameter_sites,
     kernel_hyperparameters,
     kernel_label,
+    kernel_matrix,
     make_kernel,
     set_hyperparameter,
 )
-from .measurement import dedupe_rows
+
+if TYPE_CHECKING:  # importable from here (module __getattr__ below); defined in gp_fit
+    from .gp_fit import SharedKernelMLL, _SharedKernelGP  # noqa: F401
 
 log = logging.getLogger(__name__)
 _F64 = torch.float64
 _MEANS = ("zero", "constant")
-
-
-class _SharedKernelGP(gpytorch.models.ExactGP):
-    """``C`` independent GPs on the columns of ``y`` [n, C] sharing one kernel and one noise."""
-
-    def __init__(self, x: Tensor, y: Tensor, likelihood, kernel: Kernel, constant_mean: bool):
-        super().__init__(x, y.T, likelihood)
-        self.covar_module = kernel
-        c = y.shape[1]
-        self.output_mean = gpytorch.means.ConstantMean(batch_shape=torch.Size([c])) if constant_mean else None
-
-    def forward(self, x: Tensor):
-        mean = torch.zeros(x.shape[0], dtype=x.dtype, device=x.device)
-        return gpytorch.distributions.MultivariateNormal(mean, self.covar_module(x))
-
-    def constants(self, c: int, like: Tensor) -> Tensor:
-        if self.output_mean is None:
-            return torch.zeros(c, dtype=like.dtype, device=like.device)
-        return self.output_mean.constant.reshape(c)
-
-
-class SharedKernelMLL(gpytorch.mlls.ExactMarginalLogLikelihood):
-    """Exact log marginal likelihood of ``C`` GPs with one kernel, per data row, summed over outputs.
-
-    ``sum_c log N(y[:, c]; mu_c, K + noise I) / n``: one factorisation for all columns (gpytorch's
-    batched MLL would factorise the same matrix ``C`` times).  For ``C = 1`` this is gpytorch's
-    :class:`~gpytorch.mlls.ExactMarginalLogLikelihood`.
-    """
-
-    def forward(self, function_dist, target: Tensor, *params, **kwargs) -> Tensor:
-        output = self.likelihood(function_dist, *params, **kwargs)  # adds the noise to the covariance
-        n, c = target.shape
-        diff = target - output.mean.unsqueeze(-1) - self.model.constants(c, target)
-        inv_quad, logdet = output.lazy_covariance_matrix.inv_quad_logdet(inv_quad_rhs=diff, logdet=True)
-        res = -0.5 * (inv_quad + c * logdet + n * c * math.log(2 * math.pi))
-        res = self._add_other_terms(res, params)
-        return res / n
-
-
-def _distinct_rows(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
-    """``(x, y)`` without exact repeats of a whole row, first occurrences kept in order."""
-    xy = dedupe_rows(torch.cat([x, y], dim=1))
-    return xy[:, : x.shape[1]], xy[:, x.shape[1] :]
-
-
-def _median_distance(x: Tensor) -> float:
-    if x.shape[0] < 2:
-        return 1.0
-    d = torch.pdist(x)
-    med = float(d.median()) if d.numel() else 0.0
-    if med <= 0 or not math.isfinite(med):
-        positive = d[d > 0]
-        med = float(positive.median()) if positive.numel() else 1.0
-    return med
 
 
 class GPPrior:
@@ -211,8 +159,8 @@ class GPPrior:
     def covariance(self, xm: Tensor) -> Tensor:
         """``K(X_M, X_M)`` [M, M] in float64, without jitter (no autograd graph)."""
         x = self._inputs(xm)
-        with torch.no_grad(), gpytorch.settings.lazily_evaluate_kernels(False):
-            return self.kernel(x, x).to_dense()
+        with torch.no_grad():
+            return kernel_matrix(self.kernel, x)
 
     def cholesky(self, xm: Tensor) -> tuple[Tensor, float]:
         """Lower Cholesky factor of ``K + delta I`` and the absolute ``delta`` used.
@@ -338,156 +286,17 @@ class GPPrior:
         outputs), ``num_points``, ``num_outputs``, ``target_mean`` and ``starts`` (None after one
         start; else per start its lengthscale, loss, held-out NLL, noise and fitted hyperparameters).
         """
-        check_int_at_least("num_steps", num_steps, 1)
-        check_int_at_least("max_points", max_points, 2)
-        check_positive("lr", lr, "Try 0.05.")
-        xs = self._inputs(x, "x")
-        if not isinstance(y, Tensor) or y.ndim not in (1, 2) or y.shape[0] != xs.shape[0]:
-            raise BnnkitError(
-                f"y must be a tensor [N] or [N, C] with N = {xs.shape[0]} rows like x, got "
-                f"{tuple(y.shape) if isinstance(y, Tensor) else type(y)}."
-            )
-        check_finite_rows("y", y)
-        if xs.shape[0] < 2:
-            raise BnnkitError("fit needs at least 2 rows of data.")
-        ys = y.detach().to(device=xs.device, dtype=_F64).reshape(y.shape[0], -1)
-        xs, ys = _distinct_rows(xs, ys)
-        if xs.shape[0] < 2:
-            raise BnnkitError("fit needs at least 2 distinct (x, y) rows of data.")
-        held: tuple[Tensor, Tensor] | None = None
-        if xs.shape[0] > max_points:
-            if generator is None:
-                generator = torch.Generator().manual_seed(0)
-            perm = torch.randperm(xs.shape[0], generator=generator, device=generator.device).to(xs.device)
-            rest = perm[max_points : 2 * max_points]
-            if rest.numel() == max_points:  # rows the fit never sees, to choose between two starts
-                held = xs[rest], ys[rest]
-            xs, ys = xs[perm[:max_points]], ys[perm[:max_points]]
-        n, c = ys.shape
-        target_mean = ys.mean(0)
-        constant = self.mean_type == "constant"
-        if not constant:
-            ys = ys - target_mean
-            held = None if held is None else (held[0], held[1] - target_mean)
-        restart = (
-            held is not None
-            and "lengthscale" not in self.explicit
-            and bool(hyperparameter_sites(self.kernel, "lengthscale"))
-        )
-        bar = _progress(num_steps * (2 if restart else 1)) if progress else None
-        try:
-            with gpytorch.settings.max_cholesky_size(n + 1):
-                likelihood, model, loss_value, picked = self._optimise(
-                    xs, ys, constant, target_mean, None, num_steps, lr, bar
-                )
-                starts = None
-                median = _median_distance(xs) if restart else None  # only a restart starts there
-                if held is not None and median is not None and picked != median:
-                    # Two optima with close marginal likelihoods can differ tenfold in the noise
-                    # (protein: 0.11 vs 0.73); the one that predicts unseen rows better is kept.
-                    first = (copy.deepcopy(self.kernel.state_dict()), likelihood, model, loss_value)
-                    first_nll = self._heldout_nll(xs, ys, held, likelihood, model, c)
-                    first_hp = kernel_hyperparameters(self.kernel)
-                    likelihood, model, loss_value, _ = self._optimise(
-                        xs, ys, constant, target_mean, median, num_steps, lr, bar
-                    )
-                    second_nll = self._heldout_nll(xs, ys, held, likelihood, model, c)
-                    starts = [
-                        {"lengthscale_start": picked, "loss": first[3], "heldout_nll": first_nll,
-                         "noise_variance": float(first[1].noise.detach()), "hyperparameters": first_hp},
-                        {"lengthscale_start": median, "loss": loss_value, "heldout_nll": second_nll,
-                         "noise_variance": float(likelihood.noise.detach()),
-                         "hyperparameters": kernel_hyperparameters(self.kernel)},
-                    ]  # fmt: skip
-                    if not second_nll < first_nll:  # ties and NaN keep the first start's fit
-                        self.kernel.load_state_dict(first[0])
-                        _, likelihood, model, loss_value = first
-                elif bar is not None:  # the second start was not needed
-                    bar.total = num_steps
-                    bar.refresh()
-        finally:
-            if bar is not None:
-                bar.close()
-        for p in self.kernel.parameters():
-            p.requires_grad_(False)
-        self.noise_variance = float(likelihood.noise.detach())
-        if constant:
-            const = model.constants(c, ys).detach().clone()
-            self.mean_constant = const.reshape(()) if y.ndim == 1 else const
-        else:
-            self.mean_constant = torch.zeros((), dtype=_F64, device=xs.device)
-        if not math.isfinite(loss_value):
-            raise BnnkitError(
-                "GP pre-training diverged (non-finite marginal likelihood); lower lr, standardise x and y, "
-                "or give initial hyperparameters (lengthscale=..., outputscale=...)."
-            )
-        const_value = self.mean_constant.cpu()
-        self.fitted = {
-            **kernel_hyperparameters(self.kernel),
-            "noise_variance": self.noise_variance,
-            "mean_constant": float(const_value) if const_value.ndim == 0 else const_value.tolist(),
-            "loss": loss_value,
-            "num_points": n,
-            "num_outputs": c,
-            "target_mean": float(target_mean[0]) if y.ndim == 1 else target_mean.cpu().tolist(),
-            "starts": starts,
-        }
-        return self.fitted
+        from .gp_fit import fit_gp_prior  # gpytorch's models and likelihoods are needed only here
 
-    def _optimise(
-        self,
-        xs: Tensor,
-        ys: Tensor,
-        constant: bool,
-        target_mean: Tensor,
-        lengthscale: float | None,
-        num_steps: int,
-        lr: float,
-        bar,
-    ) -> tuple:
-        """Adam on the marginal likelihood from fresh starting values (the lengthscale picked by
-        :meth:`_pick_lengthscale` when ``lengthscale`` is None); returns ``(likelihood, model,
-        final loss, starting lengthscale)``."""
-        self._initialise(xs, ys)
-        likelihood = gpytorch.likelihoods.GaussianLikelihood().to(device=xs.device, dtype=_F64)
-        likelihood.noise = max(0.1 * float(ys.var(0).mean()), 1e-3)
-        for p in self.kernel.parameters():
-            p.requires_grad_(True)
-        model = _SharedKernelGP(xs, ys, likelihood, self.kernel, constant).to(device=xs.device, dtype=_F64)
-        if constant:
-            model.output_mean.constant = target_mean
-        mll = SharedKernelMLL(likelihood, model)
-        model.train()
-        likelihood.train()
-        if lengthscale is None:
-            picked = self._pick_lengthscale(model, mll, xs, ys)
-        else:
-            set_hyperparameter(self.kernel, "lengthscale", lengthscale)
-            picked = lengthscale
-        optim = torch.optim.Adam(model.parameters(), lr=lr)
-        loss_value = float("nan")
-        for step in range(num_steps):
-            optim.zero_grad()
-            loss = -mll(model(xs), ys)
-            loss.backward()
-            optim.step()
-            loss_value = float(loss.detach())
-            if bar is not None:
-                bar.update(1)
-                if step % 10 == 0 or step == num_steps - 1:
-                    bar.set_postfix(loss=f"{loss_value:.4f}")
-        with torch.no_grad():  # the loss at the returned (final) parameters
-            loss_value = float(-mll(model(xs), ys))
-        return likelihood, model, loss_value, picked
+        return fit_gp_prior(self, x, y, num_steps, lr, max_points, generator, progress)
 
     def _heldout_nll(
-        self, xs: Tensor, ys: Tensor, held: tuple[Tensor, Tensor], likelihood, model, c: int
+        self, xs: Tensor, ys: Tensor, held: tuple[Tensor, Tensor], noise: Tensor, consts: Tensor
     ) -> float:
-        """Mean GP predictive NLL (summed over outputs) of the ``held`` rows given the fit's rows."""
+        """Mean GP predictive NLL (summed over outputs) of the ``held`` rows given the fit's rows
+        ``(xs, ys)``, the observation noise variance ``noise`` [] and the constant means ``consts`` [C]."""
         xh, yh = held
         with torch.no_grad():
-            noise = likelihood.noise.detach().reshape(())
-            consts = model.constants(c, ys)
             k = self.kernel(xs).to_dense() + noise * torch.eye(xs.shape[0], dtype=xs.dtype, device=xs.device)
             chol, info = torch.linalg.cholesky_ex(k)
             if int(info) != 0:
@@ -498,38 +307,6 @@ class GPPrior:
             var = (self.kernel(xh, diag=True) + noise - v.square().sum(0)).clamp_min(1e-12)
             nll = 0.5 * (torch.log(2 * math.pi * var).unsqueeze(1) + (yh - mu).square() / var.unsqueeze(1))
         return float(nll.sum(1).mean())
-
-    def _initialise(self, xs: Tensor, ys: Tensor) -> None:
-        var = max(float(ys.var(0).mean()), 1e-6)
-        init = {"lengthscale": _median_distance(xs), "outputscale": var}
-        # A linear kernel's variance v gives Var f(x) = v ||x||^2: match the target variance.
-        init["variance"] = var / max(float(xs.square().sum(1).mean()), 1e-12)
-        for name, value in init.items():
-            if name not in self.explicit and hyperparameter_sites(self.kernel, name):
-                set_hyperparameter(self.kernel, name, value)
-
-    def _pick_lengthscale(self, model, mll, xs: Tensor, ys: Tensor) -> float | None:
-        """Start from the best of ``median distance * 2^-k``, k = 0..6, by marginal likelihood.
-
-        The median distance alone can start far above a short lengthscale, in the basin of the
-        "everything is noise" optimum; seven likelihood evaluations avoid that at little cost.
-        """
-        if "lengthscale" in self.explicit or not hyperparameter_sites(self.kernel, "lengthscale"):
-            return None
-        median = _median_distance(xs)
-        best, best_loss = median, math.inf
-        with torch.no_grad():
-            for k in range(7):
-                ls = median * 2.0**-k
-                set_hyperparameter(self.kernel, "lengthscale", ls)
-                try:
-                    loss = float(-mll(model(xs), ys))
-                except Exception:  # an unusable candidate (e.g. a failed factorisation): skip it
-                    continue
-                if loss < best_loss:
-                    best, best_loss = ls, loss
-        set_hyperparameter(self.kernel, "lengthscale", best)
-        return best
 
     # ------------------------------------------------------------------ description
     def hyperparameters(self) -> dict[str, float | list[float]]:
@@ -556,10 +333,13 @@ class GPPrior:
         return f"GPPrior(kernel={self.spec!r}, input_dim={self.input_dim}, mean={self.mean_type!r}, {hp})"
 
 
-def _progress(total: int):
-    from tqdm.auto import tqdm
+def __getattr__(name: str) -> Any:
+    # The marginal-likelihood fit moved to gp_fit; its classes stay importable from here.
+    if name in ("SharedKernelMLL", "_SharedKernelGP"):
+        from . import gp_fit
 
-    return tqdm(total=total, desc="gp prior fit", unit="step", mininterval=0.25, dynamic_ncols=True)
+        return getattr(gp_fit, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["GPPrior", "SharedKernelMLL"]

@@ -129,6 +129,12 @@ def make_kernel(spec: str | Kernel, input_dim: int, ard: bool = True) -> Kernel:
     return kernel
 
 
+def kernel_matrix(kernel: Kernel, x: Tensor) -> Tensor:
+    """``k(x, x)`` as a dense tensor, evaluated at once (not as a lazy kernel operator)."""
+    with gpytorch.settings.lazily_evaluate_kernels(False):
+        return kernel(x, x).to_dense()
+
+
 def kernel_label(module: Kernel) -> str:
     name = getattr(module, "_bnnkit_name", None)
     if name is None:

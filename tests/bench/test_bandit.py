@@ -182,6 +182,9 @@ def test_sghmc_agent_plays_a_short_run():
     assert run["cumulative_regret"].shape == (40,) and run["cumulative_regret"][-1] >= 0
 
 
+# covered fast by test_the_same_command_gives_the_same_numbers (run_bandit end to end and its files),
+# test_agents_scale_by_the_buffer_size_and_learn and test_sghmc_agent_plays_a_short_run (the agents)
+@pytest.mark.slow
 @needs_data
 def test_quick_mode_runs_every_method_and_writes_its_files(tmp_path):
     # quick defaults (300 interactions, pattern 0.5, 20 hidden units), one seed to keep the test short

@@ -13,6 +13,9 @@ from bnnkit.core.errors import BnnkitError
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
 
+# covered fast by test_a_stopped_image_run_keeps_finished_methods_and_resume_runs_the_rest (the
+# whole pipeline and its files, mcdropout and bbb); the other methods' image glue runs only here
+@pytest.mark.slow
 @pytest.mark.skipif(not (DATA / "mnist").exists(), reason="needs ../shared/data/mnist")
 def test_image_quick_all_methods(tmp_path):
     state = torch.get_rng_state()
@@ -56,6 +59,9 @@ def test_resnet18_layout():
     torch.testing.assert_close(small(x)[:1], small(x[:1]))
 
 
+# covered fast by test_resnet18_layout (the network) and tests/data/test_loaders.py::test_fashion_mnist
+# (the data); the end-to-end ResNet-18 and fmnist-partial runs are only here
+@pytest.mark.slow
 @pytest.mark.skipif(not (DATA / "fashion-mnist").exists(), reason="needs ../shared/data")
 def test_image_quick_resnet18_and_fmnist_partial(tmp_path):
     report = run_image(

@@ -57,6 +57,9 @@ PHI, Y, XM, GP = problem()
 MEAN, COV = exact(PHI, Y, XM, GP)
 
 
+# covered fast by test_gradient_is_the_derivative_of_the_log_density_on_a_small_mlp (the log density
+# and its gradient) and test_fsg_mcmc_matches_the_exact_target_and_bias_shrinks (the exact target)
+@pytest.mark.slow
 def test_hmc_on_the_fixed_point_target_is_exact():
     """HMC is exact for any target: this checks the functional log density and its gradient."""
     post = functional_posterior(PHI, Y, XM, GP)

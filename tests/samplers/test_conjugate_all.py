@@ -42,7 +42,11 @@ SAMPLERS = {
 }
 
 
-@pytest.mark.parametrize("name", list(SAMPLERS))
+# rejection: covered fast by tests/samplers/test_rejection.py::test_prior_proposal_with_max_likelihood_bound_gives_exact_draws
+# (the same default sampler, exact draws checked)
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.slow) if n == "rejection" else n for n in SAMPLERS]
+)
 def test_sampler_recovers_conjugate_posterior_and_predictive(name):
     algo, kw = SAMPLERS[name]
     post = PROB.posterior()

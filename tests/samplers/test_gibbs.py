@@ -80,6 +80,9 @@ def test_gibbs_on_prior_precision_matches_its_gamma_posterior():
     _gamma_check(s.params["prior.log_precision"].exp(), a + 1.0, b + 0.5 * float((w**2).sum()))
 
 
+# covered fast by test_gibbs_on_noise_precision_matches_its_gamma_posterior and
+# test_gibbs_on_prior_precision_matches_its_gamma_posterior (each hyperparameter's exact conditional)
+@pytest.mark.slow
 def test_joint_gibbs_with_hyperparameters_agrees_with_nuts():
     post = bnnkit.Posterior(
         PROB.module,

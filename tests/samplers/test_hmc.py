@@ -1,5 +1,6 @@
 import math
 
+import pytest
 import torch
 
 import bnnkit
@@ -8,6 +9,8 @@ from bnnkit.samplers.adaptation import window_schedule
 from tests.helpers import assert_gaussian_matches, linear_problem
 
 
+# covered fast by tests/samplers/test_conjugate_all.py::test_sampler_recovers_conjugate_posterior_and_predictive[hmc]
+@pytest.mark.slow
 def test_hmc_matches_conjugate_linear_regression():
     prob = linear_problem(n=30, d=3)
     s = bnnkit.sample(

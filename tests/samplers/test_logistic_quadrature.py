@@ -17,7 +17,11 @@ SAMPLERS = {
 }
 
 
-@pytest.mark.parametrize("name", list(SAMPLERS))
+# hmc: covered fast by the nuts case (the same non-Gaussian target) and
+# tests/samplers/test_conjugate_all.py::test_sampler_recovers_conjugate_posterior_and_predictive[hmc]
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.slow) if n == "hmc" else n for n in SAMPLERS]
+)
 def test_sampler_matches_quadrature_posterior(name):
     algo, n = SAMPLERS[name]
     post = REF.posterior()

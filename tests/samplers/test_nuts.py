@@ -1,5 +1,6 @@
 import math
 
+import pytest
 import torch
 
 import bnnkit
@@ -30,6 +31,9 @@ def test_nuts_matches_conjugate_linear_regression_and_predictive():
     assert torch.allclose(pred.variance, v, rtol=0.1)
 
 
+# covered fast by test_nuts_matches_conjugate_linear_regression_and_predictive (NUTS is exact) and
+# test_divergences_are_recorded_and_positions_stay_finite (a plain log density)
+@pytest.mark.slow
 def test_nuts_on_a_badly_scaled_correlated_gaussian_via_plain_log_density():
     cov = torch.tensor([[100.0, 9.9], [9.9, 1.0]], dtype=torch.float64)  # corr 0.99, scales 10 and 1
     prec = torch.linalg.inv(cov)
