@@ -47,6 +47,7 @@ def test_conjugate_posterior_matches_and_error_shrinks_with_step_size():
     assert mean_z < 0.3 and cov_rel < 0.25, small
 
 
+@pytest.mark.slow  # the correction term itself: test_step_follows_the_documented_update_and_freezes_after_warm_up
 def test_paper_noise_correction_runs_cold_on_epoch_minibatches_and_shrinks_with_step_size():
     big, small = errors(0.03, True), errors(0.01, True)
     assert max(big[2]) < 0.7, big  # measured 0.45: the - eps^4 removes noise the batches lack

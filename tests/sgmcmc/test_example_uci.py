@@ -12,6 +12,7 @@ DATA = ROOT.parent / "shared" / "data"
 
 
 @pytest.mark.skipif(not (DATA / "uci").exists(), reason="needs ../shared/data/uci")
+@pytest.mark.slow  # the example end to end; its parts are covered by tests/sgmcmc and tests/diagnostics
 def test_sghmc_uci_example_quick(tmp_path):
     out = tmp_path / "out"
     cmd = [

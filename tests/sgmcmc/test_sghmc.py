@@ -40,6 +40,7 @@ def test_sghmc_error_shrinks_with_step_size_and_is_small_at_the_smallest():
     assert mean_z < 0.3 and cov_rel < 0.25, errs
 
 
+@pytest.mark.slow  # the online estimate itself: test_online_estimate_matches_the_exact_minibatch_gradient_noise
 def test_online_noise_estimate_is_no_worse_than_zero():
     zero, online = errors(0.02), errors(0.02, "online")
     assert online[1] <= zero[1], (online, zero)
