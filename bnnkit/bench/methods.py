@@ -3,6 +3,7 @@
 Families:
 
 * ``"sg"``: SG-MCMC with a Gaussian weight prior (SGLD, SGHMC);
+* ``"adaptive"``: scale-adapted SGHMC (one step for every set: no N scaling, no tuning);
 * ``"fsg"``: functional SG-MCMC with the fitted GP prior (fSGLD, fSGHMC);
 * ``"nuts"``: full-batch NUTS (UCI only);
 * ``"vi"``: the variational and optimisation baselines (BBB, FBNN, MC dropout, deep ensemble);
@@ -21,6 +22,7 @@ from typing import Any
 FAMILY: dict[str, str] = {
     "sgld": "sg",
     "sghmc": "sg",
+    "asghmc": "adaptive",
     "fsgld": "fsg",
     "fsghmc": "fsg",
     "nuts": "nuts",
