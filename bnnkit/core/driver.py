@@ -115,7 +115,9 @@ def sample(
             that step with a :class:`DivergenceError` naming the chain, the step and the step
             size, keeping every draw before it (on disk with ``output``, in the error's
             ``partial`` otherwise); ``"warn"`` warns, marks the chain diverged and returns the
-            other chains.  A non-finite value never enters the returned or stored draws.
+            other chains (vectorised chains stop as a group: the group's healthy chains are left
+            out too, listed in ``config["dropped_chains"]``).  A non-finite value never enters the
+            returned or stored draws.
         stop_when: a stopping rule checked every ``chunk_size`` kept draws, e.g.
             :class:`bnnkit.diagnostics.FunctionSpaceConvergence` (R-hat and ESS of the network's
             outputs at held-out inputs); ``num_samples`` is then the budget.  It needs all chains
@@ -180,13 +182,15 @@ def sample(
         validate=validate,
         stop_when=stop_when,
     )
-    results, diverged = _run_units(
+    results, diverged, dropped = _run_units(
         kernel, target, posterior, batches, fresh_batches, units, settings, store, chain_ids, on_divergence
     )
-    kept = [c for c in chain_ids if c not in diverged]
+    kept = [c for c in chain_ids if c not in diverged and c not in dropped]
     if not kept:
         raise DivergenceError(
-            f"every chain diverged ({diverged}); see the warnings above for where and what to try.",
+            f"no chain is left: {sorted(diverged)} diverged"
+            + (f", {sorted(dropped)} stopped with their vectorised group" if dropped else "")
+            + "; see the warnings above for where and what to try.",
             chains=diverged,
             step=-1,
         )
@@ -194,6 +198,8 @@ def sample(
         config = {**config, "chains": list(chain_ids)}
     if diverged:
         config = {**config, "diverged_chains": sorted(diverged)}
+    if dropped:
+        config = {**config, "dropped_chains": sorted(dropped)}
     if stop_when is not None:
         config = {**config, "stopped": settings.report.get("stopped") or _read_stop(store, units[0][0])}
     if store is not None:  # draws stay on disk: memory does not grow with the number of draws
@@ -261,10 +267,12 @@ def _plan_units(
 
 def _run_units(
     kernel, target, posterior, batches, fresh_batches, units, settings, store, chain_ids, on_divergence
-) -> tuple[dict[int, tuple[Tensor, dict[str, Tensor]]], list[int]]:
-    """Run (or resume) every unit; return the in-memory draws and the chains that diverged."""
+) -> tuple[dict[int, tuple[Tensor, dict[str, Tensor]]], list[int], list[int]]:
+    """Run (or resume) every unit; return the in-memory draws, the chains that diverged, and the
+    healthy chains of a vectorised group that stopped with a diverged one."""
     results: dict[int, tuple[Tensor, dict[str, Tensor]]] = {}
     diverged: list[int] = []
+    dropped: list[int] = []
     try:
         for unit in units:
             if store is not None:
@@ -288,6 +296,7 @@ def _run_units(
                     raise
                 warnings.warn(str(err), stacklevel=3)
                 diverged += err.chains
+                dropped += [c for c in unit if c not in err.chains]  # stopped with their group
             finally:
                 if store is not None:
                     store.unlock()
@@ -295,7 +304,7 @@ def _run_units(
         err.partial = {c: v for c, v in err.partial.items() if c in chain_ids}
         raise
 
-    return results, diverged
+    return results, diverged, dropped
 
 
 def _chain_ids(chains: Sequence[int] | None, num_chains: int) -> list[int]:

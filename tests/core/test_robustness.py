@@ -105,6 +105,17 @@ def test_warn_mode_drops_the_diverged_chain_and_returns_the_others(tmp_path):
     assert json.loads((tmp_path / "r" / "chain_001" / "diverged.json").read_text())["step"] >= 0
 
 
+def test_warn_mode_with_vectorised_chains_stops_the_group_and_says_which_chain_diverged():
+    def init(chain, gen):
+        return {"x": torch.tensor([0.0 if chain < 2 else 8.0])}
+
+    target = bnnkit.as_target(runaway_past_six, {"x": torch.zeros(1)})
+    kw = dict(init=init, num_samples=300, progress=False, on_divergence="warn")
+    with pytest.warns(UserWarning, match=r"chain\(s\) \[2\] diverged"):
+        with pytest.raises(DivergenceError, match=r"no chain is left: \[2\] diverged, \[0, 1\] stopped with"):
+            bnnkit.sample(bnnkit.SGLD(0.05), target, None, num_chains=3, chain_method="vectorized", **kw)
+
+
 def test_a_log_density_that_is_nan_everywhere_is_refused_before_sampling():
     def nan_density(params, batch):
         return (params["x"] * float("nan")).sum()
