@@ -132,11 +132,6 @@ def sample(
     if on_divergence not in ("raise", "warn"):
         raise BnnkitError(f"on_divergence must be 'raise' or 'warn', got {on_divergence!r}.")
 
-    if getattr(algorithm, "needs_warmup", False) and num_warmup == 0:
-        raise BnnkitError(
-            f"{type(algorithm).__name__} estimates its preconditioner during warm-up and freezes it at the end: pass "
-            "num_warmup > 0 (a few thousand steps for a BNN)."
-        )
     target, model_config, init = _build_target(posterior, data, init, validate)
     chain_ids = _chain_ids(chains, num_chains)
     target, batches, units = _plan_units(algorithm, target, data, chain_ids, chain_method, compile)
