@@ -459,24 +459,25 @@ class RunStore:
             return [d / c["file"] for c in self.read_index(chain)["chunks"]]
         return sorted(d.glob("draws_*.pt"))  # a run written before format 2: no checksums
 
-    def _load_chunk(self, chain: int, i: int, path: Path) -> dict:
+    def _chunks(self, chain: int) -> Iterator[dict]:
+        """The chain's chunks in order, each checked against the index (read once) as it loads."""
         d = self.chain_dir(chain)
-        if (d / INDEX).exists():
-            entries = self.read_index(chain)["chunks"]
-            ok = path.exists() and _sha256(path) == entries[i]["sha256"]
-            if not ok:
+        if not (d / INDEX).exists():  # a run written before format 2: no checksums to check
+            for f in sorted(d.glob("draws_*.pt")):
+                yield _safe_load(f, mmap=True)
+            return
+        entries = self.read_index(chain)["chunks"]
+        for i, entry in enumerate(entries):
+            path = d / entry["file"]
+            if not (path.exists() and _sha256(path) == entry["sha256"]):
                 n = sum(int(e["draws"]) for e in entries[i:])
                 raise RunDirectoryError(
                     f"{path} is damaged or missing (its SHA-256 does not match {d / INDEX}): chain {chain} "
-                    f"loses its {entries[i]['draws']} draws and cannot be read past them ({n} draws from this "
+                    f"loses its {entry['draws']} draws and cannot be read past them ({n} draws from this "
                     "chunk on). To recover them, call bnnkit.sample again with the same arguments and "
                     "output=: it resumes from the last intact checkpoint and regenerates the same draws."
                 )
-        return _safe_load(path, mmap=True)
-
-    def _chunks(self, chain: int) -> Iterator[dict]:
-        for i, f in enumerate(self.chunk_files(chain)):
-            yield self._load_chunk(chain, i, f)
+            yield _safe_load(path, mmap=True)
 
     def read_chain(self, chain: int) -> tuple[Tensor, dict[str, Tensor]]:
         chunks = list(self._chunks(chain))
