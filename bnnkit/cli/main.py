@@ -53,11 +53,18 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="run a benchmark of the paper (tables as markdown, CSV and JSON)")
     bench_sub = bench.add_subparsers(dest="benchmark", required=True)
     uci = bench_sub.add_parser("uci", help="UCI regression: RMSE and NLL over the standard splits")
-    uci.add_argument("--datasets", default="boston", help="comma-separated UCI names (default: %(default)s)")
+    uci.add_argument(
+        "--datasets",
+        default="boston",
+        help="comma-separated: known UCI names (boston, concrete, energy, kin8nm, wine, yacht, protein, "
+        "naval, power), or the name of your own folder DATA/uci/NAME in the same layout (data.txt, "
+        "index_features.txt, index_target.txt, index_train_<i>.txt, index_test_<i>.txt, n_splits.txt) "
+        "(default: %(default)s)",
+    )
     uci.add_argument(
         "--methods",
         default="sgld,sghmc,fsgld,fsghmc",
-        help="comma-separated, from sgld,sghmc,fsgld,fsghmc,nuts,bbb,fbnn,mcdropout,ensemble "
+        help="comma-separated, from sgld,sghmc,asghmc,fsgld,fsghmc,nuts,bbb,fbnn,mcdropout,ensemble "
         "(hmc: an alias of nuts) (default: %(default)s)",
     )
     uci.add_argument("--splits", type=int, default=10, help="run splits 0..SPLITS-1 (default: %(default)s)")
@@ -69,7 +76,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--from-cells joins their cells)",
     )
     uci.add_argument("--quick", action="store_true", help="tiny network and runs, 200 rows: a smoke test")
-    uci.add_argument("--data", default=None, help="data directory (default: $BNNKIT_DATA or the user cache)")
+    uci.add_argument(
+        "--data",
+        default=None,
+        metavar="DIR",
+        help="data directory holding uci/NAME/ folders, the known sets' and your own "
+        "(default: $BNNKIT_DATA or the user cache)",
+    )
     uci.add_argument("--out", default="bnnkit-out/uci", help="output folder (default: %(default)s)")
     uci.add_argument("--seed", type=int, default=0)
     uci.add_argument("--threads", type=int, default=1)

@@ -149,7 +149,8 @@ def test_resume_runs_only_the_missing_cells_and_gives_a_single_runs_numbers(tmp_
 
     ran = []
     real = uci._run_method
-    monkeypatch.setattr(uci, "_run_method", lambda m, *a, **k: (ran.append(m), real(m, *a, **k))[1])
+    # the runner module calls it (bnnkit.bench.uci re-exports it)
+    monkeypatch.setattr(uci.runner, "_run_method", lambda m, *a, **k: (ran.append(m), real(m, *a, **k))[1])
     said = []
     resumed = run_uci(
         ["yacht"], ["sghmc", "bbb"], splits=2, out=out, resume=True, **{**kw, "log": said.append}
@@ -324,7 +325,7 @@ def test_splits_past_a_sets_standard_splits_are_skipped_not_an_error(tmp_path, m
     # protein has 5 standard splits: `--splits 10` over several sets must not stop at its split 5
     assert uci.uci_num_splits("protein", root=str(DATA)) == 5
     assert uci.uci_num_splits("yacht", root=str(DATA)) == 20
-    monkeypatch.setattr(uci, "uci_num_splits", lambda name, root=None: 1)
+    monkeypatch.setattr(uci.runner, "uci_num_splits", lambda name, root=None: 1)
     said = []
     rep = run_uci(
         ["yacht"],

@@ -1,0 +1,80 @@
+"""The UCI benchmark's records: one JSON line per finished cell (data set, split, method) in
+``uci_cells.jsonl``, and which of them a run may reuse.
+
+A cell carries what its numbers depend on beyond data set, split, method and seed: ``quick``, the
+tuning rule (``tuned``) and the protocol's version (under the key ``protocol``).  ``--resume`` and
+``--from-cells`` take only cells that match the run in all of them (:func:`_same_run`), so cells of
+two protocols never meet in one table; the cells in ``docs/results/uci/`` (protocols 2 and 3) stay
+readable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ...core.errors import BnnkitError
+from ...data.uci import uci_dataset_name
+from ..records import append_record, read_records, start_records
+from .protocol import NO_GP_SUBSET, PROTOCOL, QUICK_TUNE, SG_METHODS, TUNE
+
+__all__ = ["append_record", "read_records", "start_records"]
+
+
+def _settings(method: str, quick: bool, tune: bool, version: int = PROTOCOL) -> dict[str, Any]:
+    """What a cell's numbers depend on beyond data set, split, method and seed (``--resume`` reuses
+    a cell only when these match); ``--tune`` changes only the SG-MCMC methods.  A cell written
+    before ``protocol`` was recorded counts as protocol 1."""
+    tuned = tune and method in SG_METHODS
+    return {
+        "quick": quick,
+        "tuned": (QUICK_TUNE if quick else TUNE)["rule"] if tuned else False,
+        "protocol": version,
+    }
+
+
+def _same_run(cell: dict[str, Any], seed: int, quick: bool, tune: bool, version: int = PROTOCOL) -> bool:
+    """Whether ``cell`` is what a run with these arguments (and this protocol version) writes for it."""
+    wanted = _settings(cell["method"], quick, tune, version)
+    have = {k: cell.get(k, 1 if k == "protocol" else None) for k in wanted}
+    if version == 3 and have["protocol"] == 2 and cell.get("dataset") in NO_GP_SUBSET:
+        have["protocol"] = 3  # the protocols differ only in how a GP-fit subset is drawn
+    return cell.get("seed") == seed + cell.get("split", -1) and have == wanted
+
+
+def _read_cells(
+    path: Path,
+    datasets: Sequence[str],
+    methods: Sequence[str],
+    log: Callable[[str], None],
+    seed: int,
+    quick: bool,
+    tune: bool,
+    version: int = PROTOCOL,
+) -> list[dict[str, Any]]:
+    """The cells of ``path`` that a run with these arguments writes, the latest line of each."""
+    if not path.is_file():
+        raise BnnkitError(
+            f"{path} does not exist; pass the uci_cells.jsonl that a `bnnkit bench uci` run wrote."
+        )
+    names = {uci_dataset_name(d) for d in datasets}
+    latest: dict[tuple, dict[str, Any]] = {}  # a later line for the same cell (a rerun) supersedes
+    asked = [c for c in read_records(path, log) if c.get("dataset") in names and c.get("method") in methods]
+    # Cells of another seed, mode, tuning rule or protocol are not this command's numbers.
+    lines = [c for c in asked if _same_run(c, seed, quick, tune, version)]
+    if len(lines) < len(asked):
+        log(
+            f"{path}: left out {len(asked) - len(lines)} cell(s) of another seed, --quick/--tune setting "
+            "or protocol (they belong to another command's table)"
+        )
+    for c in lines:
+        latest[(c["dataset"], c["split"], c["method"])] = c
+    if len(latest) < len(lines):
+        log(f"{path}: {len(lines) - len(latest)} cell(s) superseded by a later line for the same cell")
+    cells = list(latest.values())
+    if not cells:
+        raise BnnkitError(
+            f"{path} holds no cell of datasets {sorted(names)} and methods {list(methods)}; check the arguments."
+        )
+    return cells

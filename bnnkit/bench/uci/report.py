@@ -1,0 +1,362 @@
+"""The UCI benchmark's report: the markdown table (the functional SG-MCMC paper's standardised
+numbers and the published original-unit numbers of :mod:`bnnkit.bench.published` beside
+bnnkit's), ``uci.json``, ``uci.csv`` and the ``uci.png`` plot, all made from the cells alone (so a
+stopped run's tables can be rebuilt from its ``uci_cells.jsonl``).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ...data.uci import is_known_uci, uci_dataset_name
+from ..published import SOURCES, published
+from .protocol import ALIASES, SG_METHODS, VI_METHODS
+
+# The paper's Table 2 (RMSE) and Table 3 (NLL): mean and sd over 10 splits, standardised units.
+PAPER = {
+    "rmse": {
+        "yacht": {"sgld": (1.09, 0.10), "fsgld": (0.41, 0.10), "sghmc": (1.19, 0.10), "fsghmc": (0.25, 0.13)},
+        "bostonHousing": {
+            "sgld": (1.23, 0.06),
+            "fsgld": (0.36, 0.09),
+            "sghmc": (1.31, 0.06),
+            "fsghmc": (0.24, 0.10),
+        },
+        "concrete": {
+            "sgld": (1.10, 0.07),
+            "fsgld": (0.45, 0.04),
+            "sghmc": (1.15, 0.06),
+            "fsghmc": (0.28, 0.05),
+        },
+        "energy": {
+            "sgld": (1.04, 0.06),
+            "fsgld": (0.24, 0.03),
+            "sghmc": (1.07, 0.08),
+            "fsghmc": (0.18, 0.03),
+        },
+        "wine-quality-red": {
+            "sgld": (1.08, 0.09),
+            "fsgld": (0.71, 0.05),
+            "sghmc": (1.14, 0.09),
+            "fsghmc": (0.62, 0.04),
+        },
+        "kin8nm": {
+            "sgld": (1.20, 0.02),
+            "fsgld": (0.74, 0.02),
+            "sghmc": (1.26, 0.03),
+            "fsghmc": (0.37, 0.01),
+        },
+        "protein-tertiary-structure": {
+            "sgld": (1.12, 0.01),
+            "fsgld": (0.84, 0.01),
+            "sghmc": (1.21, 0.01),
+            "fsghmc": (0.83, 0.01),
+        },
+    },
+    "nll": {
+        "yacht": {
+            "sgld": (-0.37, 0.08),
+            "fsgld": (-2.46, 0.28),
+            "sghmc": (-2.06, 0.10),
+            "fsghmc": (-3.37, 0.69),
+        },
+        "bostonHousing": {
+            "sgld": (-0.60, 0.11),
+            "fsgld": (-2.20, 0.20),
+            "sghmc": (-2.25, 0.08),
+            "fsghmc": (-3.26, 0.33),
+        },
+        "concrete": {
+            "sgld": (-0.54, 0.05),
+            "fsgld": (-1.63, 0.14),
+            "sghmc": (-2.51, 0.08),
+            "fsghmc": (-2.74, 0.18),
+        },
+        "energy": {
+            "sgld": (-0.58, 0.09),
+            "fsgld": (-2.25, 0.25),
+            "sghmc": (-2.39, 0.09),
+            "fsghmc": (-4.29, 0.23),
+        },
+        "wine-quality-red": {
+            "sgld": (-0.90, 0.12),
+            "fsgld": (-2.53, 0.15),
+            "sghmc": (-2.50, 0.10),
+            "fsghmc": (-2.34, 0.25),
+        },
+        "kin8nm": {
+            "sgld": (-0.60, 0.04),
+            "fsgld": (-2.24, 0.09),
+            "sghmc": (-2.29, 0.04),
+            "fsghmc": (-2.00, 0.12),
+        },
+        "protein-tertiary-structure": {
+            "sgld": (-0.60, 0.01),
+            "fsgld": (-2.10, 0.08),
+            "sghmc": (-2.20, 0.01),
+            "fsghmc": (-2.02, 0.06),
+        },
+    },
+}
+
+
+def _mean_se(values: Sequence[float]) -> tuple[float, float]:
+    n = len(values)
+    m = sum(values) / n
+    if n < 2:
+        return m, float("nan")
+    var = sum((v - m) ** 2 for v in values) / (n - 1)
+    return m, math.sqrt(var / n)
+
+
+def _write(out: Path, report: dict[str, Any], cells: list[dict[str, Any]]) -> None:
+    (out / "uci.json").write_text(json.dumps(report, indent=2, default=float))
+    with (out / "uci.csv").open("w", newline="") as f:
+        keys = list(dict.fromkeys(k for c in cells for k in c))  # cells of older runs may lack a key
+        w = csv.DictWriter(f, fieldnames=keys, restval="")
+        w.writeheader()
+        w.writerows(cells)
+    (out / "uci.md").write_text(report["markdown"])
+    _plot(out / "uci.png", report)
+
+
+def _method_label(method: str, asked_as: dict[str, str]) -> str:
+    """A row's name in the table and the plot: ``hmc (NUTS)`` where NUTS was asked for as ``hmc``
+    (``asked_as`` maps a method to the alias it was asked for by, e.g. ``{"nuts": "hmc"}``)."""
+    return f"{asked_as[method]} (NUTS)" if method in asked_as else method
+
+
+def _plot(path: Path, report: dict[str, Any]) -> None:
+    """RMSE and NLL (standardised) per method, one row per data set: mean +- s.e. over splits,
+    the paper's value (where published) as a red cross."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    summary = report["summary"]
+    # a data set with no finished cell (a stopped run) gets no empty panel
+    names = [n for n in summary if any("rmse_std" in v for v in summary[n].values())] or list(summary)
+    fig, axes = plt.subplots(len(names), 2, figsize=(10, 0.5 + 0.42 * len(report["methods"]) * len(names) + 0.8),
+                             squeeze=False)  # fmt: skip
+    asked_as = {t: a for a, t in report["aliases"].items()}  # e.g. {"nuts": "hmc"}
+    for row, name in zip(axes, names):
+        methods = [m for m in report["methods"] if "rmse_std" in summary[name].get(m, {})]
+        labels = [_method_label(m, asked_as) for m in methods]
+        for ax, key, title, paper in (
+            (row[0], "rmse_std", "test RMSE", PAPER["rmse"]),
+            (row[1], "nll_std", "test NLL", PAPER["nll"]),
+        ):
+            ys = range(len(methods))
+            mean = [summary[name][m][key][0] for m in methods]
+            se = [summary[name][m][key][1] for m in methods]
+            se = [0.0 if math.isnan(e) else e for e in se]  # one split: no standard error
+            ax.errorbar(mean, list(ys), xerr=se, fmt="o", color="tab:blue", capsize=3, label="bnnkit")
+            px = [(paper.get(name, {}).get(m) or (None,))[0] for m in methods]
+            pts = [(x, y) for x, y in zip(px, ys) if x is not None]
+            if pts:
+                ax.plot([x for x, _ in pts], [y for _, y in pts], "x", color="tab:red", ms=8, label="paper")
+            ax.set_yticks(list(ys), labels)
+            ax.invert_yaxis()
+            ax.set_title(f"{name}: {title} (standardised; lower is better)", fontsize=9)
+            ax.grid(axis="x", alpha=0.3)
+        row[0].legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _report(
+    cells,
+    datasets,
+    methods,
+    splits,
+    quick,
+    seed,
+    cfg,
+    requested=None,
+    rebuilt=False,
+    first_split=0,
+    *,
+    command: str | None = None,
+    root: str | Path | None = None,
+) -> dict[str, Any]:
+    """The report of ``cells`` (a dict with the markdown table, a summary per data set and method,
+    the protocol and the cells).  ``command`` replaces the ``bnnkit bench uci`` command line the
+    report names (the in-memory entry point names its call); ``root`` is named as ``--data`` where
+    a data set is the user's own folder (the known sets are found by name)."""
+    requested = list(methods) if requested is None else list(requested)
+    aliased = {ALIASES[m]: m for m in requested if m in ALIASES}  # e.g. {"nuts": "hmc"}
+    own_data = root is not None and not all(is_known_uci(d) for d in datasets)
+    cmd = command or (
+        f"bnnkit bench uci --datasets {','.join(datasets)} --methods {','.join(requested)} --splits {splits}"
+        + (f" --first-split {first_split}" if first_split else "")
+        + (f" --data {root}" if own_data else "")
+        + (" --quick" if quick else "")
+        + (" --tune" if cfg.get("tune") else "")
+        + (f" --seed {seed}" if seed else "")
+    )
+    sg_run = {m: cfg["step_size"][m] for m in methods if m in SG_METHODS}
+    scaled = (
+        f" (for Boston's {cfg['step_rows']} training rows; on N > {cfg['step_rows']} rows, with "
+        f"r = {cfg['step_rows']}/N, SGLD's x r, SGHMC's x sqrt(r) with the friction / sqrt(r))"
+    )
+    if not sg_run:
+        step_note = ""
+    elif cfg.get("tune"):
+        t = cfg["tune"]
+        step_note = (
+            f"SG-MCMC step sizes: chosen per split from {t['factors']} x the defaults {sg_run}{scaled} by "
+            f"chains ({cfg['burn_in'] if t['burn_in'] is None else t['burn_in']} burn-in, {t['draws']} draws, "
+            "2 chains) on 80/20 of the training "
+            "rows: the lowest held-out NLL among the settings that stayed finite; the chosen values are in "
+            "the CSV/JSON (`step_size`), each cell's tuning table in the JSON and uci_cells.jsonl (`tuning`)."
+        )
+    else:
+        step_note = f"SG-MCMC step sizes: fixed at {sg_run}{scaled} (chosen on Boston split 0; `--tune` chooses them per split)."
+    vi_run = [m for m in methods if m in VI_METHODS]
+    vi_note = (
+        "VI baselines: "
+        + ", ".join(
+            f"{m} {cfg[m]['epochs']} epochs (at most {cfg[m]['max_steps']:,} optimiser steps"
+            + (" per member)" if m == "ensemble" else ")")
+            for m in vi_run
+        )
+        + "; the epochs run are in the CSV/JSON (`epochs`)."
+        if vi_run and not quick
+        else ""
+    )
+    summary: dict[str, Any] = {}
+    shown: dict[str, dict[str, dict[str, tuple[float, float]]]] = {}  # published rows in the table
+    lines = [
+        f"# UCI regression ({'quick mode: a smoke test, not results' if quick else 'full protocol'})",
+        "",
+        f"Command: `{cmd}`; split s uses seed {seed} + s. Mean +- standard error over "
+        + (
+            "the splits present (see below)."
+            if rebuilt
+            else f"{splits - first_split} split(s)"
+            + (f" ({first_split}-{splits - 1})." if first_split else ".")
+        ),
+        "RMSE/NLL in standardised units (the paper's scale) and in original units. Paper: Table 2/3 of",
+        "Wu, Xuan & Lu (mean +- sd over their 10 random splits; their step sizes, thinning and noise",
+        "model are unknown, so a difference may come from protocol, not method).",
+        *[
+            f"`{a}` is an alias of `{t}`: the gold standard is run with NUTS (full-batch No-U-Turn HMC, "
+            f"{cfg['nuts']['warmup']} warm-up steps, {cfg['nuts']['draws']} draws, tree depth <= "
+            f"{cfg['nuts']['max_tree_depth']}); its rows read `{a} (NUTS)`."
+            for t, a in aliased.items()
+        ],
+        *([step_note] if step_note else []),
+        *([vi_note] if vi_note else []),
+        *(
+            [
+                "Rebuilt from the `uci_cells.jsonl` of this command (or of a run that stopped before it "
+                "finished): the rows "
+                "average the splits present, "
+                + "; ".join(
+                    f"{uci_dataset_name(d)} {sorted({c['split'] for c in cells if c['dataset'] == uci_dataset_name(d)})}"
+                    for d in datasets
+                )
+                + " (the last split may lack some methods)."
+            ]
+            if rebuilt
+            else []
+        ),
+        "",
+        "| dataset | method | RMSE (std.) | paper RMSE | NLL (std.) | paper NLL | RMSE (orig.) | NLL (orig.) | s/split |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for ds in datasets:
+        name = uci_dataset_name(ds)
+        for m in methods:
+            label = _method_label(m, aliased)  # every row of a method reads the same
+            every = [c for c in cells if c["dataset"] == name and c["method"] == m]
+            # A chain that diverged gives non-finite predictions: count it, average the others.
+            sel = [c for c in every if math.isfinite(c["rmse_std"]) and math.isfinite(c["nll_std"])]
+            diverged = len(every) - len(sel)
+            if not every:  # a stopped run that never reached this method
+                summary.setdefault(name, {})[m] = {"finished_splits": 0}
+                lines.append(f"| {name} | {label} | no finished split | - | - | - | - | - | - |")
+                continue
+            if not sel:
+                summary.setdefault(name, {})[m] = {"diverged": diverged}
+                lines.append(
+                    f"| {name} | {label} | diverged in all {diverged} split(s) | - | - | - | - | - | - |"
+                )
+                continue
+            stats = {
+                k: _mean_se([c[k] for c in sel]) for k in ("rmse_std", "nll_std", "rmse", "nll", "seconds")
+            }
+            stats["diverged"] = diverged
+            summary.setdefault(name, {})[m] = stats
+            p_r = PAPER["rmse"].get(name, {}).get(m)
+            p_n = PAPER["nll"].get(name, {}).get(m)
+
+            def f(t):
+                return f"{t[0]:.3f} +- {t[1]:.3f}" if t[1] == t[1] else f"{t[0]:.3f}"
+
+            if diverged:
+                label += f" ({diverged} of {len(every)} splits diverged, not averaged)"
+            lines.append(
+                f"| {name} | {label} | {f(stats['rmse_std'])} | {f'{p_r[0]:.2f} +- {p_r[1]:.2f}' if p_r else '-'} | "
+                f"{f(stats['nll_std'])} | {f'{p_n[0]:.2f} +- {p_n[1]:.2f}' if p_n else '-'} | "
+                f"{f(stats['rmse'])} | {f(stats['nll'])} | {stats['seconds'][0]:.0f} |"
+            )
+        # Published original-unit numbers on the same splits, as rows of their own (their networks and
+        # splits counts differ from ours: anchors, not a like-for-like comparison).  None for own sets.
+        anchors = _published_anchors(name)
+        if anchors:
+            shown[name] = anchors
+        for pm, pub in anchors.items():
+            lines.append(
+                f"| {name} | published {pm} | - | - | - | - | {_pub(pub.get('rmse'))} | {_pub(pub.get('nll'))} | - |"
+            )
+    if shown:
+        lines += [
+            "",
+            "Rows `published <method>`: numbers published on the same standard splits, in original units "
+            "(`bnnkit.bench.published`; smaller networks than ours, 50 hidden units (100 for protein), and 20 "
+            "splits (5 for protein), so anchors for what the field reaches on this data, not a like-for-like "
+            "comparison):",
+            *(f"- `{pm}`: {SOURCES[pm]}" for pm in SOURCES if any(pm in a for a in shown.values())),
+        ]
+    protocol = {k: v for k, v in cfg.items()}
+    return {
+        "benchmark": "uci_regression",
+        "command": cmd,
+        "methods": list(methods),
+        "aliases": {a: t for t, a in aliased.items()},
+        "quick": quick,
+        "protocol": protocol,
+        "summary": summary,
+        # data set -> method -> {"rmse": (mean, spread), "nll": ...}, original units; sources in SOURCES
+        "published": shown,
+        "cells": cells,
+        "markdown": "\n".join(lines) + "\n",
+        "rebuilt_from_cells": rebuilt,
+    }
+
+
+def _published_anchors(name: str) -> dict[str, dict[str, tuple[float, float]]]:
+    """``{method: {"rmse": (mean, spread), "nll": (mean, spread)}}`` published for the data set
+    ``name`` (canonical), original units; empty for a set with none (the user's own)."""
+    out: dict[str, dict[str, tuple[float, float]]] = {}
+    for metric in ("rmse", "nll"):
+        for m, v in published(metric, name).items():
+            out.setdefault(m, {})[metric] = v
+    return out
+
+
+def _pub(v: tuple[float, float] | None) -> str:
+    """A published mean +- spread, to 2 decimals, or 3 where it was published with 3 (0.098)."""
+
+    def num(x: float) -> str:
+        return f"{x:.2f}" if round(x, 2) == x else f"{x:.3f}"
+
+    return "-" if v is None else f"{num(v[0])} +- {num(v[1])}"

@@ -1,0 +1,330 @@
+"""The UCI benchmark's runner: every (data set, split, method) cell of a run, written one JSON line at
+a time as it finishes, then the report.
+
+:func:`run_uci` runs named sets: the nine known ones (checksummed) or any folder in the standard UCI
+layout under ``<root>/uci/<NAME>/``.  :func:`run_uci_arrays` runs the same protocol on arrays held in
+memory.  Both go through :func:`_run_cells`, so their cells, tables and plots are alike.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ...core.errors import BnnkitError
+from ...data.uci import UCIData, UCISplit, is_known_uci, load_uci, uci_dataset_name, uci_num_splits
+from ...predict import rmse
+from .inference import _run_method, predictive
+from .protocol import (
+    METHODS,
+    SG_METHODS,
+    VI_METHODS,
+    UCIProtocol,
+    _epochs,
+    canonical_methods,
+    check_protocol,
+    stock_protocol,
+)
+from .records import _read_cells, _same_run, _settings, append_record, read_records, start_records
+from .report import _report, _write
+
+
+@dataclass(frozen=True)
+class _Source:
+    """Where a data set's splits come from: a UCI-layout folder (:func:`load_uci`) or arrays
+    (:class:`~bnnkit.data.uci.UCIData`).  ``num_splits`` is read when first needed, so a run of
+    known sets needs only the files of the splits it runs."""
+
+    name: str
+    num_splits: Callable[[], int]
+    load: Callable[[int], UCISplit]
+
+
+def _folder_source(dataset: str, root: str | None) -> _Source:
+    name = uci_dataset_name(dataset)
+    return _Source(
+        name=name,
+        num_splits=lambda: uci_num_splits(name, root=root),
+        load=lambda split: load_uci(name, split, root=root),
+    )
+
+
+def run_uci(
+    datasets: Sequence[str],
+    methods: Sequence[str],
+    splits: int = 10,
+    out: str | Path = "bnnkit-out/uci",
+    root: str | None = None,
+    quick: bool = False,
+    seed: int = 0,
+    progress: bool = True,
+    log: Callable[[str], None] = print,
+    tune: bool = False,
+    from_cells: str | Path | None = None,
+    resume: bool = False,
+    first_split: int = 0,
+    protocol: UCIProtocol | None = None,
+) -> dict[str, Any]:
+    """Run ``methods`` on ``datasets`` for the first ``splits`` splits; write tables, JSON and
+    ``uci.png`` (RMSE and NLL per method and data set, the paper's numbers marked).
+
+    ``datasets`` are known UCI names (or aliases), read from ``<root>/uci/<name>/`` with their
+    checksums verified, or names of the user's own folders ``<root>/uci/<NAME>/`` in the same
+    layout (:func:`bnnkit.data.load_uci` says what they must hold; a missing or malformed file is an
+    error that names it).  Published numbers (:mod:`bnnkit.bench.published`) appear beside the
+    known sets' rows only.
+
+    ``first_split`` skips the splits before it, so that one run can take splits 0-3 and another,
+    in parallel, splits 4-9: each cell is the one the single run gives (split s always uses seed
+    ``seed + s``), and ``from_cells`` joins their files.
+
+    With ``tune`` each SG-MCMC method chooses its step size per split from ``TUNE["factors"]`` x
+    its default by chains as long as the run on 80/20 of the training rows
+    (:func:`_tuned_step_size`).  With
+    ``from_cells`` nothing runs: the tables are rebuilt from the ``uci_cells.jsonl`` that a run of
+    the same arguments wrote cell by cell (for a run that stopped before it finished; the report
+    names the splits it holds).  With ``resume`` the cells already in ``out/uci_cells.jsonl`` from
+    a run with the same seed, mode, tuning and protocol version are kept and only the missing ones
+    run: a stopped run goes on, or a 5-split run grows to 10, with the numbers a single run would
+    give.
+
+    ``protocol`` replaces the bench's (:data:`~bnnkit.bench.uci.protocol.FULL_PROTOCOL`, or
+    ``QUICK_PROTOCOL`` with ``quick``); one that differs from it must carry another ``version``.
+    """
+    requested = list(methods)
+    methods = canonical_methods(requested, METHODS)
+    _check_splits(splits, first_split)
+    cfg = _config(protocol, quick, tune)
+    names = [uci_dataset_name(d) for d in datasets]  # an own set's name is checked before anything runs
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    if from_cells is not None:
+        if resume:
+            raise BnnkitError(
+                "from_cells rebuilds the tables and runs nothing, resume runs the missing cells: pass one."
+            )
+        if first_split:
+            raise BnnkitError("from_cells rebuilds the tables from every split present: drop first_split.")
+        cells = _read_cells(Path(from_cells), datasets, methods, log, seed, quick, tune, cfg["version"])
+        report = _report(
+            cells, datasets, methods, splits, quick, seed, cfg, requested, rebuilt=True, root=root
+        )
+        _write(out, report, cells)
+        return report
+    for name in names:  # an own folder's layout is checked before anything runs or is written
+        if not is_known_uci(name):
+            for split in range(first_split, min(splits, uci_num_splits(name, root=root))):
+                load_uci(name, split, root=root)
+    sources = [_folder_source(n, root) for n in names]
+    cells = _run_cells(
+        sources, methods, cfg, splits, first_split, out, quick, seed, progress, log, tune, resume
+    )
+    report = _report(
+        cells, datasets, methods, splits, quick, seed, cfg, requested, first_split=first_split, root=root
+    )
+    _write(out, report, cells)
+    return report
+
+
+def run_uci_arrays(
+    x: Any,
+    y: Any,
+    splits: int | Sequence[tuple[Any, Any]] = 10,
+    methods: Sequence[str] = ("sgld", "sghmc", "fsgld", "fsghmc"),
+    *,
+    name: str = "arrays",
+    out: str | Path = "bnnkit-out/uci",
+    quick: bool = False,
+    seed: int = 0,
+    progress: bool = True,
+    log: Callable[[str], None] = print,
+    tune: bool = False,
+    resume: bool = False,
+    test_fraction: float = 0.1,
+    protocol: UCIProtocol | None = None,
+) -> dict[str, Any]:
+    """The UCI benchmark's protocol on a regression set held in memory: the report, records, tables
+    and plot that :func:`run_uci` writes for a UCI-layout folder, from ``x`` ``[n, d]`` and ``y``
+    ``[n]`` (numpy arrays, tensors or lists, in original units).
+
+    ``splits`` is a list of ``(train_rows, test_rows)`` index pairs, or a number ``k`` of random
+    splits with ``test_fraction`` of the rows held out, drawn from a generator seeded with ``seed``
+    (see :meth:`bnnkit.data.uci.UCIData.from_arrays`).  ``name`` labels the rows and the cells (pick
+    one per data set: ``resume`` reuses the cells in ``out/uci_cells.jsonl`` of this name, seed,
+    mode and protocol; a known set's name is refused).  Each split is standardised with its training
+    statistics; the metrics are given in standardised and original units.  ``methods`` defaults to
+    the command line's.  The other arguments are those of :func:`run_uci`.
+
+    Example::
+
+        from bnnkit.bench.uci import run_uci_arrays
+        report = run_uci_arrays(x, y, splits=5, methods=["mcdropout", "sghmc"], name="mydata")
+        print(report["markdown"])
+    """
+    requested = list(methods)
+    methods = canonical_methods(requested, METHODS)
+    if is_known_uci(name):
+        # arrays are not checked against the published data, so they must not pass for a known set
+        # (its rows would get the published numbers beside them)
+        raise BnnkitError(
+            f"name={name!r} is a known UCI data set; arrays in memory run under a name of their own "
+            "(run_uci runs the known sets from their checksummed files)."
+        )
+    data = UCIData.from_arrays(x, y, splits, name=name, test_fraction=test_fraction, seed=seed)
+    cfg = _config(protocol, quick, tune)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    source = _Source(name=data.name, num_splits=lambda: data.num_splits, load=data.split)
+    n = data.num_splits
+    cells = _run_cells([source], methods, cfg, n, 0, out, quick, seed, progress, log, tune, resume)
+    command = (
+        f"bnnkit.bench.uci.run_uci_arrays(x, y, splits={splits if isinstance(splits, int) else n}, "
+        f"methods={requested}, name={data.name!r}"
+        + (", quick=True" if quick else "")
+        + (", tune=True" if tune else "")
+        + (f", seed={seed}" if seed else "")
+        + ")"
+        + ("" if isinstance(splits, int) else " with the caller's splits")
+        + f" on {data.x.shape[0]} rows x {data.x.shape[1]} inputs"
+    )
+    report = _report(cells, [data.name], methods, n, quick, seed, cfg, requested, command=command)
+    _write(out, report, cells)
+    return report
+
+
+def _check_splits(splits: int, first_split: int) -> None:
+    if splits < 1:
+        raise BnnkitError(f"splits must be >= 1, got {splits}.")
+    if not 0 <= first_split < splits:
+        raise BnnkitError(
+            f"first_split must lie in 0..{splits - 1} (splits - 1), got {first_split}; it is the index of "
+            "the first split to run, and splits the index after the last."
+        )
+
+
+def _config(protocol: UCIProtocol | None, quick: bool, tune: bool) -> dict[str, Any]:
+    """The run's protocol as the dict the runner reads (the bench's unless ``protocol`` is given)."""
+    if protocol is None:
+        protocol = stock_protocol(quick)
+    elif not isinstance(protocol, UCIProtocol):
+        raise BnnkitError(f"protocol must be a bnnkit.bench.uci.UCIProtocol, got {type(protocol).__name__}.")
+    check_protocol(protocol, quick)
+    return protocol.config(tune)
+
+
+def _run_cells(
+    sources: Sequence[_Source],
+    methods: Sequence[str],
+    cfg: dict[str, Any],
+    splits: int,
+    first_split: int,
+    out: Path,
+    quick: bool,
+    seed: int,
+    progress: bool,
+    log: Callable[[str], None],
+    tune: bool,
+    resume: bool,
+) -> list[dict[str, Any]]:
+    """Run every missing cell of ``sources`` x splits ``first_split..splits-1`` x ``methods``; each
+    finished cell is appended to ``out/uci_cells.jsonl`` at once, so a stop loses only the cell in
+    progress.  Returns the cells, resumed ones included, in data set, split, method order."""
+    from ...functional import GPPrior
+
+    version = cfg["version"]
+    cells: list[dict[str, Any]] = []
+    partial = out / "uci_cells.jsonl"  # one line per finished cell: nothing is lost if a run stops
+    done: dict[tuple, dict[str, Any]] = {}
+    if resume and partial.is_file():
+        kept = read_records(partial, log)
+        partial.write_text("".join(json.dumps(c) + "\n" for c in kept))  # drop a line cut short
+        for c in kept:
+            if _same_run(c, seed, quick, tune, version):
+                done[(c["dataset"], c["split"], c["method"])] = c
+    else:
+        start_records(partial, log)
+    for source in sources:
+        name = source.name
+        available = source.num_splits()
+        if splits > available:  # protein has 5 standard splits, the others 20
+            log(f"{name} has only {available} standard splits: splits {available}-{splits - 1} are skipped.")
+        for split in range(first_split, min(splits, available)):
+            todo = [m for m in methods if (name, split, m) not in done]
+            for m in methods:
+                if m not in todo:
+                    cells.append(done[(name, split, m)])
+            if not todo:
+                continue
+            if len(todo) < len(methods):
+                log(
+                    f"{name} split {split}: resumed {len(methods) - len(todo)} cell(s), running {', '.join(todo)}"
+                )
+            data = source.load(split)
+            if cfg["max_rows"] is not None and data.x_train.shape[0] > cfg["max_rows"]:
+                data = _subsample(data, cfg["max_rows"])
+            t0 = time.perf_counter()
+            gp = GPPrior("rbf", input_dim=data.x_train.shape[1], jitter=1e-4)
+            fitted = gp.fit(
+                data.x_train,
+                data.y_train,
+                num_steps=cfg["gp_fit_steps"],
+                max_points=cfg["gp_fit_max_points"],
+                generator=torch.Generator().manual_seed(seed + split),
+                progress=False,
+            )
+            noise = max(math.sqrt(fitted["noise_variance"]), cfg["noise_floor"])
+            gp_seconds = time.perf_counter() - t0
+            for method in todo:
+                t0 = time.perf_counter()
+                post, s = _run_method(method, data, cfg, noise, gp, seed + split, progress)
+                seconds = time.perf_counter() - t0
+                pred = predictive(post, s, data.x_test)
+                lp = pred.log_prob(data.y_test)
+                cell = {
+                    "dataset": name,
+                    "split": split,
+                    "method": method,
+                    "seed": seed + split,
+                    "rmse_std": rmse(pred.mean, data.y_test),
+                    "nll_std": float(-lp.mean()),
+                    "rmse": rmse(data.unnormalise_y(pred.mean), data.unnormalise_y(data.y_test)),
+                    "nll": float(-data.unnormalise_log_density(lp).mean()),
+                    "seconds": seconds,
+                    "gp_fit_seconds": gp_seconds,
+                    "noise_std_standardised": noise,
+                    "gp_fit_rows": fitted["num_points"],
+                    "gp_fit_starts": fitted["starts"],
+                    "step_size": s.config.get("step_size_used") if method in SG_METHODS else None,
+                    # the tuning chains' table (step, held-out NLL, stationarity): the choice can be
+                    # checked, or remade under another rule, without running them again
+                    "tuning": s.config.get("tuning") if method in SG_METHODS else None,
+                    "epochs": _epochs(cfg[method], data.x_train.shape[0], cfg)
+                    if method in VI_METHODS
+                    else None,
+                    **_settings(method, quick, tune, version),
+                }
+                cells.append(cell)
+                append_record(partial, cell)
+                if not (math.isfinite(cell["rmse_std"]) and math.isfinite(cell["nll_std"])):
+                    log(
+                        f"{name} split {split} {method:9s} diverged: non-finite predictions ({seconds:.0f} s)"
+                    )
+                    continue
+                log(
+                    f"{name} split {split} {method:9s} RMSE {cell['rmse_std']:.3f} NLL {cell['nll_std']:.3f} "
+                    f"(standardised) | RMSE {cell['rmse']:.3f} NLL {cell['nll']:.3f} (original) {seconds:.0f} s"
+                )
+    return cells
+
+
+def _subsample(data: UCISplit, rows: int) -> UCISplit:
+    """The first ``rows`` training rows of ``data`` (quick mode); the test rows stay."""
+    return dataclasses.replace(data, x_train=data.x_train[:rows], y_train=data.y_train[:rows])
