@@ -10,6 +10,7 @@ from .core.posterior import Posterior
 from .core.samples import Samples
 from .core.storage import StoredSamples, load_samples
 from .core.target import Target, as_target
+from .laplace import Laplace
 from .likelihoods import Bernoulli, Categorical, Gaussian
 from .priors import GaussianPrior, LaplacePrior, ScaleMixturePrior
 from .samplers import (
@@ -47,6 +48,7 @@ __all__ = [
     "Target",
     "as_target",
     "FlatView",
+    "Laplace",
     "Gaussian",
     "Bernoulli",
     "Categorical",
