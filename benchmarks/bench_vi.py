@@ -10,7 +10,14 @@ Same MLP 13-50-50-1 (tanh), same minibatch of 32 rows. The SGD step is forward, 
 - compiled (``compile=True``): the loss and its gradient compiled by ``torch.compile``; its
   one-off compile time is reported apart and excluded from the per-step figure;
 - general route: the path any other model takes (layers' forwards swapped in, plain autograd),
-  for reference.
+  for reference;
+- kernel: the step ``BayesByBackprop.fit`` really takes since VI runs through the driver, the
+  kernel's ``step`` (:mod:`bnnkit.vi.kernel`: the same gradient, then the functional Adam on
+  tensors of the state), without the driver's per-step bookkeeping.
+
+Besides the step figures, ``fit`` times a whole ``BayesByBackprop.fit`` (driver included: batches,
+checks, the epoch history) on a Boston-sized problem (506 rows, batch 32, 16 steps an epoch) and
+reports seconds per epoch.
 
 Timing: the steps are timed in interleaved rounds (SGD, eager, compiled, general route, again and
 again; ``--number`` calls per step and round, ``--repeats`` rounds) so that a burst of load from
@@ -22,6 +29,11 @@ Run:  python -m benchmarks.bench_vi [--out benchmarks/results/vi.json] [--no-com
 Measured (torch 2.13 CPU, 2 threads, a shared 2-core VM; median of 3 runs of the command above):
 eager 1.78x, compiled 1.02x (compile once ~3 s with a warm Inductor cache), general route 3.0x;
 before the MLP route and the lean Adam (same harness) a step cost 3.5x.
+
+VI through the driver (issue 28): ``BayesByBackprop.fit`` on 506 rows x 13 features, MLP 13-50-1
+tanh, local estimator, batch 32 (16 steps an epoch), one thread, 15 interleaved pairs in one process
+on this shared, loaded VM: before (its own loop and FlatAdam) 0.0151 s per epoch, after (kernel +
+driver) 0.0157 s per epoch, median ratio 1.04.
 """
 
 from __future__ import annotations
@@ -55,6 +67,31 @@ def bbb_step(post, X, y, *, compile: bool = False, general: bool = False):
         opt.step()
 
     return step
+
+
+def kernel_step(post, X, y):
+    """The BBB kernel's step as the driver calls it (its state carried from step to step)."""
+    bbb = BayesByBackprop(lr=1e-3, estimator="local", batch_size=32, num_epochs=10**6)
+    kernel = bbb.build(post.target(), model=post)
+    gen = torch.Generator().manual_seed(0)
+    box = [kernel.init(post.initial_position("module"), (X, y))]
+
+    def step():
+        box[0], _ = kernel.step(box[0], (X, y), gen)
+
+    return step
+
+
+def fit_seconds_per_epoch(post, X, y, num_epochs: int = 20, repeats: int = 5) -> float:
+    """Median seconds per epoch of ``BayesByBackprop.fit`` (driver included)."""
+    bbb = BayesByBackprop(lr=1e-3, num_epochs=num_epochs, batch_size=32, estimator="local")
+    bbb.fit(post, (X, y), progress=False)  # warm-up
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        bbb.fit(post, (X, y), progress=False)
+        times.append((time.perf_counter() - t) / num_epochs)
+    return statistics.median(times)
 
 
 def time_rounds(
@@ -103,6 +140,7 @@ def main() -> None:
 
     post = bnnkit.Posterior(net, bnnkit.Gaussian(1.0), bnnkit.GaussianPrior(1.0), num_data=506)
     eager = bbb_step(post, X, y)
+    kernel = kernel_step(post, X, y)
     general = bbb_step(post, X, y, general=True)
     compiled, compile_s = None, None
     if not args.no_compile:
@@ -111,7 +149,7 @@ def main() -> None:
         compiled()  # compiles
         compile_s = time.perf_counter() - t0
 
-    fns = {"sgd": sgd_step, "eager": eager, "compiled": compiled, "general": general}
+    fns = {"sgd": sgd_step, "eager": eager, "kernel": kernel, "compiled": compiled, "general": general}
     runs = time_rounds({k: f for k, f in fns.items() if f is not None}, args.number, args.repeats)
     t = {k: statistics.median(v) for k, v in runs.items()}
     ratio = {
@@ -127,6 +165,11 @@ def main() -> None:
             f"   (compile once: {compile_s:.1f} s)"
         )
     print(f"BBB step, general route (any model): {t['general'] * 1e6:8.1f} us   ratio {r_gen:6.3f}")
+    print(f"BBB kernel step (what fit runs)     : {t['kernel'] * 1e6:8.1f} us   ratio {ratio['kernel']:6.3f}")
+    g = torch.Generator().manual_seed(0)
+    Xf, yf = torch.randn(506, 13, generator=g), torch.randn(506, generator=g)
+    fit_s = fit_seconds_per_epoch(post, Xf, yf)
+    print(f"BayesByBackprop.fit, 506 rows, batch 32: {fit_s:.4f} s per epoch (16 steps)")
     print(f"target ratio <= {TARGET}")
     write_results(
         args.out,
@@ -137,6 +180,9 @@ def main() -> None:
             "bbb_eager_us": t["eager"] * 1e6,
             "bbb_compiled_us": t["compiled"] * 1e6 if "compiled" in t else None,
             "bbb_general_us": t["general"] * 1e6,
+            "bbb_kernel_us": t["kernel"] * 1e6,
+            "ratio_kernel": ratio["kernel"],
+            "fit_s_per_epoch": fit_s,
             "ratio_eager": r_eager,
             "ratio_compiled": r_comp,
             "ratio_general": r_gen,

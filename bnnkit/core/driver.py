@@ -123,6 +123,10 @@ def sample(
             outputs at held-out inputs); ``num_samples`` is then the budget.  It needs all chains
             in one unit (``chain_method="vectorized"``, or one chain).  The returned
             ``samples.config["stopped"]`` says whether the rule or the budget ended the run.
+
+    The returned draws carry ``samples.final_states``: each chain's last state (its NamedTuple of
+    tensors), keyed by chain, or by the first chain of a vectorised group; for a variational
+    algorithm (``Kernel.fit_steps > 0``: fit, then draw) that is the fitted variational parameters.
     """
     check_int_at_least("num_samples", num_samples, 1)
     check_int_at_least("num_warmup", num_warmup, 0)
@@ -132,6 +136,8 @@ def sample(
     if on_divergence not in ("raise", "warn"):
         raise BnnkitError(f"on_divergence must be 'raise' or 'warn', got {on_divergence!r}.")
 
+    if init is None:  # e.g. variational inference starts its mean at the module's own weights
+        init = getattr(algorithm, "default_init", None)
     target, model_config, init = _build_target(posterior, data, init, validate)
     chain_ids = _chain_ids(chains, num_chains)
     target, batches, units = _plan_units(algorithm, target, data, chain_ids, chain_method, compile)
@@ -140,7 +146,10 @@ def sample(
             "stop_when compares chains as they run, so they must run together: pass "
             "chain_method='vectorized' (or num_chains=1)."
         )
-    kernel = algorithm.build(target)
+    if getattr(algorithm, "needs_model", False):  # VI: the network's forward, likelihood, prior
+        kernel = algorithm.build(target, model=posterior)
+    else:
+        kernel = algorithm.build(target)
     # Every chain starts the stream afresh (its own shuffles come from its own generator), so a
     # chain's draws do not depend on which chains, or earlier runs, used the stream before it.
     initial = getattr(batches, "initial_state", None)
@@ -206,7 +215,19 @@ def sample(
         samples = Samples(positions, stats, target.view, config)
     if samples.log_weights is not None:
         warn_if_degenerate(samples.log_weights)
+    # The last state of every unit (keyed by its first chain): a VI run's fitted parameters.
+    finals = settings.report.get("final_states", {})
+    for unit in units:
+        if unit[0] not in finals and store is not None and unit[0] in kept:
+            finals[unit[0]] = _stored_final_state(store, unit)
+    samples.final_states = {c: s for c, s in finals.items() if c in kept}
     return samples
+
+
+def _stored_final_state(store: RunStore, unit: list[int]) -> Any:
+    """The state in the last checkpoint of a unit that finished in an earlier call."""
+    ckpt = store.load_checkpoint(unit[0], unit)
+    return None if ckpt is None else ckpt["state_type"](**ckpt["state"])
 
 
 def _build_target(posterior: Any, data: Any, init: InitSpec, validate: bool) -> tuple[Target, dict, InitSpec]:
@@ -381,7 +402,10 @@ def _run_unit(
     vectorized, seed, init = cfg.vectorized, cfg.seed, cfg.init
     num_warmup, num_samples, thin, chunk_size = cfg.num_warmup, cfg.num_samples, cfg.thin, cfg.chunk_size
     # Cyclical SG-MCMC keeps draws only in its sampling stages: estimate the steps needed.
-    total = num_warmup + math.ceil(num_samples * thin / cfg.sampling_fraction)
+    # Steps before the first kept draw: warm-up, or an optimisation algorithm's fit (VI).
+    fit_steps = getattr(kernel, "fit_steps", 0)
+    pre = max(num_warmup, fit_steps)
+    total = pre + math.ceil(num_samples * thin / cfg.sampling_fraction)
     home = unit[0]  # the checkpoint of a vectorised group lives with its first chain
     # A vectorised group draws its noise from one generator of its own; its initial positions
     # still come from each chain's generator, so they equal the sequential run's.
@@ -490,9 +514,7 @@ def _run_unit(
                     kept_in_memory.append(chunk)
                 if cfg.stop_when is not None:
                     stop = cfg.stop_when.update(chunk[0].transpose(0, 1) if vectorized else chunk[0][None])
-            elif (
-                store is not None and it < num_warmup and ((it + 1) % chunk_size == 0 or it == num_warmup - 1)
-            ):
+            elif store is not None and it < pre and ((it + 1) % chunk_size == 0 or it == pre - 1):
                 checkpoint(it + 1)
             if bar is not None:
                 if it < total:
@@ -500,7 +522,11 @@ def _run_unit(
                 now = time.monotonic()
                 if now - last_refresh > 0.25 or n_kept == num_samples:
                     last_refresh = now
-                    post = {"phase": "warmup" if it < num_warmup else "sampling"}
+                    phase = "warmup" if it < num_warmup else "fit" if it < fit_steps else "sampling"
+                    post = {"phase": phase}
+                    elbo = getattr(info, "elbo", None)
+                    if isinstance(elbo, Tensor):
+                        post["elbo"] = f"{float(elbo.mean()):.4g}"
                     if acc_n:
                         post["acc"] = f"{acc_sum / acc_n:.2f}"
                     eps = getattr(state, "step_size", None)
@@ -518,6 +544,7 @@ def _run_unit(
         cfg.report["stopped"] = report
         if store is not None:
             (store.chain_dir(home) / "stop.json").write_text(json.dumps(report, indent=1))
+    cfg.report.setdefault("final_states", {})[home] = state
     if store is not None:
         for c in unit:
             store.mark_done(c)
@@ -555,11 +582,12 @@ def _check_initial(target: Target, x0: Tensor, batch: Batch, chains: list[int]) 
 
 
 def _finite(state: Any, info: Any) -> bool:
-    """Whether the new position and the step's log density are finite (one host sync)."""
+    """Whether the new position and the step's log density (or ELBO) are finite (one host sync)."""
     total = state.position.sum()
-    lp = getattr(info, "log_density", None)
-    if isinstance(lp, Tensor):
-        total = total + lp.sum()
+    for name in ("log_density", "elbo"):
+        lp = getattr(info, name, None)
+        if isinstance(lp, Tensor):
+            total = total + lp.sum()
     return math.isfinite(float(total))
 
 

@@ -30,11 +30,18 @@ LogDensityFn = Callable[[Mapping[str, Tensor], Batch], Tensor]
 
 
 class Kernel(NamedTuple):
-    """A built algorithm: pure ``init``/``step`` functions and an optional warm-up adaptation."""
+    """A built algorithm: pure ``init``/``step`` functions and an optional warm-up adaptation.
+
+    ``fit_steps``: an optimisation algorithm (variational inference, MAP) first takes this many
+    steps that fit its state (their ``info.collect`` is false, so no draw is kept), and only then
+    steps that draw from what it fitted.  The driver counts them in the progress bar and
+    checkpoints during them as it does during warm-up; samplers leave it at 0.
+    """
 
     init: Callable[[Tensor, Batch], Any]
     step: Callable[[Any, Batch, torch.Generator], tuple[Any, Any]]
     adaptation: Adaptation | None = None
+    fit_steps: int = 0
 
 
 class Adaptation(NamedTuple):
@@ -51,7 +58,14 @@ class Adaptation(NamedTuple):
 
 
 class Algorithm(Protocol):
-    """Hyperparameters of an algorithm, buildable against a :class:`~bnnkit.core.target.Target`."""
+    """Hyperparameters of an algorithm, buildable against a :class:`~bnnkit.core.target.Target`.
+
+    Optional attributes the driver reads by duck typing: ``vectorizable`` (and
+    ``not_vectorizable_because``), ``sampling_fraction``; ``needs_model = True`` for an algorithm
+    whose ``build(target, model=posterior)`` needs the model itself, not only its flat log density
+    (variational inference: the network's forward, likelihood and prior); ``default_init`` the
+    ``init=`` used when the caller gives none (``"prior"`` otherwise).
+    """
 
     name: str
 

@@ -24,28 +24,38 @@ its gradient with ``torch.compile`` instead: the fastest step once compiled, at 
 compilation of some seconds on the first step (and once more for a differently sized last
 minibatch).  Both draw the same noise from the generator, so they agree to rounding; see
 ``benchmarks/bench_vi.py`` for the cost of a step against a plain SGD step.
+
+Running.  :meth:`BayesByBackprop.build` is a kernel on the samplers' contract (fit, then draws
+from ``q``; :mod:`bnnkit.vi.kernel`), so ``bnnkit.sample(BayesByBackprop(...), posterior, data,
+num_samples=S)`` fits ``q`` and returns ``S`` draws from it with the driver's progress bar,
+``output=`` streaming, checkpoints and bit-identical resume; :meth:`BayesByBackprop.fit` is that
+run, returning the fitted ``q`` as a :class:`VIResult`.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..core.errors import BnnkitError, check_int_at_least, check_positive, resolve_batch_size
+from ..core.errors import BnnkitError, check_int_at_least, check_positive
 from ..core.posterior import Posterior
 from ..core.random import make_generator
 from ..core.samples import Samples
+from ..core.types import Kernel
 from ..priors.base import scale_vector
 from ..priors.gaussian import GaussianPrior
 from .estimators import ESTIMATORS, ForwardPlan
+from .kernel import VIState, check_stream_batch, draws_from_state, mean_field_kernel
 from .kl import mean_field_kl, monte_carlo_kl
 from .local_mlp import LocalELBO, LocalForward
 from .meanfield import MeanFieldGaussian
 from .optim import FlatAdam
+from .run import HISTORY_BBB, _check_weights_only, _require_posterior, run_fit
 
 LOG_2PI = math.log(2 * math.pi)
 
@@ -194,28 +204,48 @@ class BayesByBackprop:
         returns the detached ``(expected log-likelihood, KL)``; an optimiser step on
         ``q.parameters()`` follows.  Compiled when the plan was made with ``compile=True``.
         """
+        ll, kl, g_mu, g_rho = self.grads(plan, q.mu, q.rho, batch, gen, kl_weight)
+        q.mu.grad, q.rho.grad = g_mu, g_rho
+        return ll, kl
+
+    def grads(
+        self,
+        plan: ForwardPlan,
+        mu: Tensor,
+        rho: Tensor,
+        batch: tuple[Tensor, Tensor],
+        gen: torch.Generator,
+        kl_weight: float,
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """``(ll, KL, d loss / d mu, d loss / d rho)`` of the minibatch loss
+        ``kl_weight * KL - ll`` (``ll`` the ``num_mc``-draw estimate of ``E_q[log p(D_i | w)]``),
+        the gradient by the reparameterisation trick (``w = mu + softplus(rho) * eps``)::
+
+            d loss / d mu  = E_eps[-d log p(D_i | w) / d w] + kl_weight * d KL / d mu
+            d loss / d rho = E_eps[-d log p(D_i | w) / d w * eps] * sigmoid(rho) + kl_weight * d KL / d rho
+        """
         w = plan.kl_weights.get(kl_weight)
         if w is None:
             if len(plan.kl_weights) >= 256:  # a weight annealed step by step: don't grow without bound
                 plan.kl_weights.clear()
-            w = plan.kl_weights[kl_weight] = torch.tensor(kl_weight, dtype=q.mu.dtype, device=q.mu.device)
+            w = plan.kl_weights[kl_weight] = torch.tensor(kl_weight, dtype=mu.dtype, device=mu.device)
         if plan.compiled is None:
-            ll, kl = self.terms(plan, q, batch, gen)
-            q.mu.grad = q.rho.grad = None
-            # d loss / d(ll, kl) = (-1, kl_weight), without building the loss in the graph
-            torch.autograd.backward((ll, kl), (plan.minus_one, w))
-            return ll.detach(), kl.detach()
+            with torch.enable_grad():
+                mu_, rho_ = _leaf(mu), _leaf(rho)
+                ll, kl = self.terms(plan, MeanFieldGaussian.from_params(mu_, rho_), batch, gen)
+                # d loss / d(ll, kl) = (-1, kl_weight), without building the loss in the graph
+                g_mu, g_rho = torch.autograd.grad((ll, kl), (mu_, rho_), (plan.minus_one, w))
+            return ll.detach(), kl.detach(), g_mu, g_rho
         xb, yb = batch
         if not plan.fast(xb):
             raise BnnkitError(f"compile=True needs inputs of shape [rows, features]; got {tuple(xb.shape)}.")
         x, y = _tile(xb, yb, self.num_mc)
-        eps = plan.mlp.noise(x.shape[0], gen, q.mu)
+        eps = plan.mlp.noise(x.shape[0], gen, mu)
         eps_kl = None
         if not plan.closed_kl:
-            eps_kl = torch.randn((self.num_mc, q.mu.numel()), generator=gen, dtype=q.mu.dtype)
-        (g_mu, g_rho), (_, (ll, kl)) = plan.compiled(q.mu.detach(), q.rho.detach(), x, y, eps, eps_kl, w)
-        q.mu.grad, q.rho.grad = g_mu, g_rho
-        return ll, kl
+            eps_kl = torch.randn((self.num_mc, mu.numel()), generator=gen, dtype=mu.dtype)
+        (g_mu, g_rho), (_, (ll, kl)) = plan.compiled(mu.detach(), rho.detach(), x, y, eps, eps_kl, w)
+        return ll, kl, g_mu, g_rho
 
     def _compile(self, plan: ForwardPlan):
         """``torch.compile`` of the loss and its gradient in ``(mu, rho)``, noise passed in."""
@@ -240,6 +270,89 @@ class BayesByBackprop:
         fn = torch.func.grad_and_value(loss, argnums=(0, 1), has_aux=True)
         return torch.compile(fn, dynamic=False)
 
+    # What the driver reads (see bnnkit.core.types.Algorithm): BBB builds from the posterior
+    # itself, and its mean starts at the module's own initialisation (see bnnkit.vi.meanfield).
+    needs_model: ClassVar[bool] = True
+    default_init: ClassVar[str] = "module"
+    vectorizable: ClassVar[bool] = False
+    not_vectorizable_because: ClassVar[str] = (
+        "a VI fit is one chain of optimisation (run fits one after another)"
+    )
+
+    def build(self, target: Any, model: Posterior | None = None, *, validation: Any = None) -> Kernel:
+        """The fit-then-draw kernel (:mod:`bnnkit.vi.kernel`) of this ELBO on ``model``.
+
+        Step ``t`` of a fit takes the gradient of the minibatch loss
+        ``-E_q[log p(D_i | w)] + T * pi_i * KL(q || p)`` (:meth:`grads`), ``i = t mod B`` the
+        minibatch's place in its epoch of ``B = ceil(N / batch_size)`` minibatches, and one Adam
+        step; after ``num_epochs * B`` steps every step is a draw from ``q``.  ``N`` is the
+        posterior's ``num_data`` (needed with a ``batch_size``); the data is a
+        :class:`bnnkit.data.Minibatches` stream of ``batch_size`` rows, or the full batch.
+        ``validation=(inputs, targets)`` adds the per-epoch validation NLL (and ``patience``'s
+        early stopping).
+        """
+        posterior = _require_posterior(model, type(self).__name__)
+        _check_weights_only(posterior, "Bayes by Backprop's ELBO")
+        num_data = posterior.num_data
+        if self.batch_size is not None and num_data is None:
+            raise BnnkitError(
+                "minibatched Bayes by Backprop needs the training-set size: build the Posterior with "
+                "num_data=N (the epoch of N / batch_size minibatches sums to the full ELBO)."
+            )
+        num_batches = 1 if self.batch_size is None else math.ceil(num_data / min(self.batch_size, num_data))
+        kl_weights = self._kl_weights(num_batches)  # pi_i: one epoch's KL sums to one KL
+        weights = [self.temperature * w for w in kl_weights]  # T * pi_i, the KL's weight in the loss
+        plan = self.plan(posterior)
+
+        uniform = self.kl_weighting == "uniform"
+
+        def objective(mu: Tensor, rho: Tensor, batch: Any, gen: torch.Generator, t: int):
+            i = t % num_batches
+            ll, kl, g_mu, g_rho = self.grads(plan, mu, rho, batch, gen, weights[i])
+            # record (ll, KL or pi_i KL, rows): few small ops, as they run on every step
+            kl_pi = kl * kl_weights[i]
+            rows = torch.full_like(ll, float(batch[0].shape[0]))
+            record = torch.stack([ll, kl if uniform else kl_pi, rows])  # uniform: pi applied per epoch
+            return g_mu, g_rho, record, ll - kl_pi
+
+        def summarise(sums: Tensor) -> Tensor:  # elbo, nll per row, kl of the epoch
+            ll, rows = sums[0], sums[2]
+            kl = sums[1] / num_batches if uniform else sums[1]  # sum_i pi_i KL_i
+            return torch.stack([ll - kl, -ll / rows, kl])
+
+        val = None
+        if validation is not None:
+            posterior.check_data(validation)
+
+            def val(mu: Tensor, rho: Tensor, gen: torch.Generator) -> Tensor:
+                return torch.tensor(
+                    self._val_nll(posterior, MeanFieldGaussian.from_params(mu, rho), validation, gen),
+                    dtype=mu.dtype,
+                    device=mu.device,
+                )
+
+        return mean_field_kernel(
+            objective=objective,
+            summarise=summarise,
+            num_columns=3,
+            num_records=3,
+            num_epochs=self.num_epochs,
+            batches_per_epoch=num_batches,
+            lr=self.lr,
+            lr_decay=self.lr_decay,
+            init_sigma=self.init_sigma,
+            validation=val,
+            patience=self.patience if validation is not None else None,
+            check_batch=check_stream_batch(type(self).__name__, self.batch_size, num_data),
+        )
+
+    @staticmethod
+    def draws(state: VIState, num: int, generator: torch.Generator) -> Tensor:
+        """``num`` draws ``[num, D]`` from the ``q`` of a kernel state (e.g. Thompson sampling
+        from an online fit): ``mu + softplus(rho) * eps``, ``eps`` from ``generator``."""
+        check_int_at_least("num", num, 1)
+        return draws_from_state(state, num, generator)
+
     def fit(
         self,
         posterior: Posterior,
@@ -248,69 +361,24 @@ class BayesByBackprop:
         seed: int = 0,
         validation: tuple[Tensor, Tensor] | None = None,
         progress: bool = True,
+        output: str | None = None,
     ) -> VIResult:
-        """Fit q to ``posterior`` on ``data = (inputs, targets)``; returns a :class:`VIResult`."""
+        """Fit q to ``posterior`` on ``data = (inputs, targets)``; returns a :class:`VIResult`.
+
+        Runs the kernel of :meth:`build` through :func:`bnnkit.sample` (one chain, seed ``seed``,
+        ``N`` = the rows of ``data``); ``output=`` streams and checkpoints the fit there, and an
+        interrupted fit resumes where it stopped.
+        """
         posterior.check_data(data)
         if validation is not None:
             posterior.check_data(validation)
-        inputs, targets = data
-        n = inputs.shape[0]
-        bs = resolve_batch_size(self.batch_size, n)
-        gen = make_generator(seed, 0)
-        q = MeanFieldGaussian(posterior, self.init_sigma)
-        plan = self.plan(posterior)
-        opt = self.optimizer(q)
-        num_batches = math.ceil(n / bs)
-        total = self.num_epochs * num_batches
-        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, total) if self.lr_decay == "cosine" else None
-        weights = self._kl_weights(num_batches)
-        history: dict[str, list[float]] = {"elbo": [], "nll": [], "kl": [], "val_nll": []}
-        best, best_state, bad_epochs = math.inf, None, 0
-        bar = _bar(self.num_epochs, progress)
-        for _ in range(self.num_epochs):
-            perm = torch.randperm(n, generator=gen)
-            e_ll, e_kl = 0.0, 0.0
-            for i in range(num_batches):
-                idx = perm[i * bs : (i + 1) * bs]
-                xb, yb = inputs[idx], targets[idx]
-                ll, kl = self.loss_and_grad(plan, q, (xb, yb), gen, self.temperature * weights[i])
-                opt.step()
-                if sched is not None:
-                    sched.step()
-                e_ll += float(ll)
-                e_kl += float(kl) * weights[i]
-            history["elbo"].append(e_ll - e_kl)
-            history["nll"].append(-e_ll / n)
-            history["kl"].append(e_kl)
-            if not math.isfinite(history["elbo"][-1]):
-                raise BnnkitError(
-                    f"Bayes by Backprop's ELBO became non-finite in epoch {len(history['elbo'])}; lower lr "
-                    "(e.g. by 10x), lower init_sigma, or check the data scale (standardise the targets)."
-                )
-            if validation is not None:
-                v = self._val_nll(posterior, q, validation, gen)
-                history["val_nll"].append(v)
-                if v < best - 1e-6:
-                    best, bad_epochs = v, 0
-                    best_state = (q.mu.detach().clone(), q.rho.detach().clone())
-                else:
-                    bad_epochs += 1
-                if self.patience is not None and bad_epochs >= self.patience:
-                    break
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(
-                    elbo=f"{history['elbo'][-1]:.4g}",
-                    nll=f"{history['nll'][-1]:.4g}",
-                    kl=f"{history['kl'][-1]:.4g}",
-                    refresh=False,
-                )
-        if bar is not None:
-            bar.close()
-        if self.patience is not None and best_state is not None:
-            with torch.no_grad():
-                q.mu.copy_(best_state[0])
-                q.rho.copy_(best_state[1])
+        what = "Bayes by Backprop's ELBO"
+        state, history = run_fit(self, posterior, data, seed, progress, output, validation, HISTORY_BBB, what)
+        history.setdefault("val_nll", [])
+        q = MeanFieldGaussian.from_params(
+            state.params[0].detach().clone().requires_grad_(True),
+            state.params[1].detach().clone().requires_grad_(True),
+        )
         return VIResult(posterior, q, history, self.config())
 
     def _kl_weights(self, num_batches: int) -> list[float]:
@@ -360,9 +428,6 @@ def _mc_kl(plan: ForwardPlan, mu: Tensor, sigma: Tensor, eps: Tensor) -> Tensor:
     return monte_carlo_kl(log_q, log_p)
 
 
-def _bar(total: int, progress: bool):
-    if not progress:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc="bayes-by-backprop", unit="epoch", mininterval=0.25, dynamic_ncols=True)
+def _leaf(t: Tensor) -> Tensor:
+    """``t`` as a leaf of a fresh graph (as it is when it already is one, e.g. ``q.mu``)."""
+    return t if t.is_leaf and t.requires_grad else t.detach().requires_grad_(True)

@@ -26,6 +26,13 @@ Prediction keeps dropout on: ``S`` forward passes, each with one mask drawn for 
 part, or :class:`~bnnkit.predict.ClassificationPredictive`).  Other layers are in eval mode then
 (batch norm uses its running statistics).  Every mask comes from an explicit ``torch.Generator``:
 the dropout layers' ``forward`` is swapped for a generator-driven one for the duration of a call.
+
+The same networks are also weight draws: a mask on the inputs of a linear map scales its weight's
+columns, so :meth:`MCDropoutResult.sample` (and ``bnnkit.sample(MCDropout(...), ...)``, whose
+kernel trains and then draws, see :meth:`MCDropout.build`) gives :class:`~bnnkit.Samples` that
+:func:`bnnkit.predict.predict`, the metrics and the ArviZ export take as they are.  Training runs
+through the driver (:func:`bnnkit.sample`) like every VI method: one loop, one progress bar,
+``output=`` streaming and resume.
 """
 
 from __future__ import annotations
@@ -35,12 +42,14 @@ import copy
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar, NamedTuple
 
 import torch
 from torch import Tensor, nn
 
 from ..core.errors import (
     BnnkitError,
+    DivergenceError,
     check_finite_rows,
     check_int_at_least,
     check_positive,
@@ -48,10 +57,13 @@ from ..core.errors import (
 )
 from ..core.posterior import Posterior
 from ..core.random import make_generator
+from ..core.samples import Samples
+from ..core.types import Kernel
 from ..likelihoods import Bernoulli, Categorical, Gaussian, Likelihood
 from ..predict.predictive import ClassificationPredictive, RegressionPredictive
 from ..priors.base import scale_vector
 from ..priors.gaussian import GaussianPrior
+from .optim import adam_update, cosine_lr
 
 SUPPORTED = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d)
 
@@ -120,6 +132,105 @@ class MCDropout:
             setattr(parent, attr, nn.Sequential(nn.Dropout(p), layer))
         return out
 
+    # What the driver reads (see bnnkit.core.types.Algorithm).
+    needs_model: ClassVar[bool] = True
+    default_init: ClassVar[str] = "module"
+    vectorizable: ClassVar[bool] = False
+    not_vectorizable_because: ClassVar[str] = "the dropout masks are drawn inside one network's forward"
+
+    def build(self, target: Any, model: Posterior | None = None, *, fit_only: bool = False) -> Kernel:
+        """The kernel of MC-dropout training on ``model`` (a :class:`~bnnkit.Posterior`), then draws.
+
+        Step ``t < T = num_epochs * ceil(N / batch_size)``: fresh per-example masks ``z`` from the
+        generator, the gradient ``g`` of ``L(w)`` (module doc) on the minibatch, and one Adam step
+        (:func:`~bnnkit.vi.optim.adam_update`); ``position`` is ``w``.  Step ``T`` and after: one
+        weight draw per step, the network with one dropout mask for the whole batch written into
+        its weights.  A mask on the inputs of a linear map is a scaling of its weight's columns::
+
+            (x * z / (1 - p)) W^T = x (W diag(z) / (1 - p))^T,   z_j ~ Bernoulli(1 - p)
+
+        (for ``nn.DropoutNd`` before an ``nn.ConvNd``, the input-channel slices of its weight), so
+        the draw is a weight vector that :func:`bnnkit.predict.predict` evaluates with the network
+        in ``eval()`` mode (dropout off): the same mixture predictive as
+        :meth:`MCDropoutResult.predict`.  That needs every dropout layer directly before the
+        ``nn.Linear``/``nn.ConvNd`` it feeds (or before ``nn.Flatten``, ``nn.Linear``), in an
+        ``nn.Sequential`` (as :meth:`wrap` builds).
+        """
+        from .run import _require_posterior
+
+        posterior = _require_posterior(model, type(self).__name__)
+        module, lik, trained, scales = self._resolve(posterior, None, None)
+        net = copy.deepcopy(module)
+        layers = self._set_rates(net)
+        rate = sum(layer.p for layer in layers) / len(layers)
+        view = posterior.view
+        n = posterior.num_data
+        if n is None:
+            raise BnnkitError(
+                "MC dropout's weight decay (1 - p) / (N s^2) needs the training-set size: build the Posterior "
+                "with num_data=N."
+            )
+        if self.weight_decay is not None:
+            decay = torch.full((view.size,), float(self.weight_decay), dtype=view.dtype, device=view.device)
+        else:
+            decay = torch.cat(
+                [
+                    ((1.0 - rate) / (n * s * s)).expand(view.shapes[i]).reshape(-1)
+                    for i, s in enumerate(scales)
+                ]
+            )
+        bs = resolve_batch_size(self.batch_size, n)
+        per_epoch = math.ceil(n / bs)
+        total = self.num_epochs * per_epoch
+        folds = None if fit_only else _mask_folds(net, layers, posterior)
+        lr, lr_decay = self.lr, self.lr_decay
+        names = list(trained)
+        net.train()
+
+        def init(position: Tensor, batch: Any) -> DropoutState:
+            x = position.detach().clone()
+            zeros = torch.zeros_like(x)
+            return DropoutState(
+                x,
+                x,
+                zeros,
+                zeros.clone(),
+                torch.zeros((), dtype=torch.float32, device=x.device),
+                torch.zeros((), dtype=torch.int64),
+                torch.tensor(lr, dtype=x.dtype),
+                torch.zeros(2, dtype=x.dtype, device=x.device),
+                torch.full((self.num_epochs, 2), math.nan, dtype=x.dtype, device=x.device),
+            )
+
+        def step(state: DropoutState, batch: Any, gen: torch.Generator) -> tuple[DropoutState, DropoutInfo]:
+            t = int(state.iteration)
+            if t >= total:
+                w = state.weights if folds is None else _fold_masks(state.weights, folds, gen)
+                return state._replace(position=w, iteration=state.iteration + 1), DropoutInfo(
+                    -state.history[-1, 0], state.step_size, _TRUE
+                )
+            xb, yb = batch
+            with torch.enable_grad(), _masks(layers, gen, shared=False):
+                w = state.weights.detach().requires_grad_(True)
+                params = dict(zip(names, view.unravel(w).values()))
+                out = torch.func.functional_call(net, params, (xb,))
+                nll = -lik.log_prob(out, yb, {}) / xb.shape[0]
+                loss = nll + 0.5 * torch.dot(decay, w * w)
+                (g,) = torch.autograd.grad(loss, w)
+            lr_t = lr if lr_decay is None else cosine_lr(lr, t, total)
+            x, m, v, s = adam_update(state.weights, g, state.exp_avg, state.exp_avg_sq, state.adam_step, lr_t)
+            sums = state.sums + torch.stack([loss.detach(), nll.detach()]) / per_epoch
+            history = state.history
+            if (t + 1) % per_epoch == 0:  # the epoch's mean loss and NLL per data point
+                history = history.clone()
+                history[t // per_epoch] = sums
+                sums = torch.zeros_like(sums)
+            lr_tensor = torch.tensor(lr_t, dtype=x.dtype)
+            new = DropoutState(x, x, m, v, s, state.iteration + 1, lr_tensor, sums, history)
+            return new, DropoutInfo(-loss.detach(), new.step_size, _FALSE)
+
+        return Kernel(init, step, fit_steps=total)
+
     def fit(
         self,
         model: nn.Module | Posterior,
@@ -128,17 +239,63 @@ class MCDropout:
         likelihood: Likelihood | None = None,
         seed: int = 0,
         progress: bool = True,
+        output: str | None = None,
     ) -> MCDropoutResult:
         """Train a copy of the network (``model`` itself is not modified) on ``data``.
 
         ``model`` is a :class:`~bnnkit.Posterior` (its module, likelihood and Gaussian prior; only
-        its sampled parameters are trained) or an ``nn.Module`` together with ``likelihood=``.
+        its sampled parameters are trained) or an ``nn.Module`` together with ``likelihood=``
+        (then with the prior ``N(0, prior_scale^2)`` on every parameter).  The training runs
+        through :func:`bnnkit.sample` with the kernel of :meth:`build` (``output=`` streams,
+        checkpoints and resumes it).
         """
+        from ..core.driver import sample
+        from ..data.minibatch import Minibatches
+
         module, lik, trained, scales = self._resolve(model, likelihood, data)
+        net = copy.deepcopy(module)  # the trained copy: the caller's module is left alone
+        layers = self._set_rates(net)
+        rate = sum(layer.p for layer in layers) / len(layers)
+        if isinstance(model, Posterior):
+            posterior = model
+        else:  # every parameter trained, prior N(0, prior_scale^2); eval(): a function of the weights
+            posterior = Posterior(copy.deepcopy(module).eval(), lik, GaussianPrior(self.prior_scale))
         inputs, targets = data
         n = int(inputs.shape[0])
         bs = resolve_batch_size(self.batch_size, n)
-        net = copy.deepcopy(module)
+        history_names = ("loss", "nll")
+        try:
+            s = sample(
+                _FitOnly(self),
+                posterior.with_num_data(n),
+                Minibatches(inputs, targets, batch_size=bs),
+                num_samples=1,
+                seed=seed,
+                progress=progress,
+                output=output,
+            )
+        except DivergenceError as err:
+            raise BnnkitError("the MC-dropout loss became non-finite; lower lr (e.g. by 10x).") from err
+        state = s.final_states[0]
+        with torch.no_grad():
+            named = dict(net.named_parameters())
+            for name, value in posterior.view.unravel(state.weights).items():
+                named[name].copy_(value)
+        net.eval()
+        for prm in net.parameters():
+            prm.requires_grad_(False)
+        done = state.history[torch.isfinite(state.history[:, 0])]
+        history = {k: [float(v) for v in done[:, i]] for i, k in enumerate(history_names)}
+        return MCDropoutResult(
+            net,
+            lik,
+            history,
+            {"mc_dropout": self.config(), "dropout_rate": rate},
+            posterior=posterior if isinstance(model, Posterior) else None,
+        )
+
+    def _set_rates(self, net: nn.Module) -> list[nn.Module]:
+        """The dropout layers of ``net``, with this algorithm's rate ``p`` set on them."""
         layers = _dropout_layers(net)
         for layer in layers:
             if self.p is not None:
@@ -148,56 +305,7 @@ class MCDropout:
                     f"a {type(layer).__name__} layer has rate {layer.p!r}; MC dropout needs rates strictly "
                     "between 0 and 1 (pass p= to set one rate for all dropout layers)."
                 )
-        rate = sum(layer.p for layer in layers) / len(layers)
-        params = dict(net.named_parameters())
-        for name, prm in params.items():
-            prm.requires_grad_(name in trained)
-        train = [params[name] for name in trained]
-        if self.weight_decay is not None:
-            decay = [torch.full((), float(self.weight_decay), dtype=p.dtype) for p in train]
-        else:
-            decay = [(1.0 - rate) / (n * s * s) for s in scales]
-        gen = make_generator(seed, 0)
-        opt = torch.optim.Adam(train, lr=self.lr)
-        num_batches = math.ceil(n / bs)
-        total = self.num_epochs * num_batches
-        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, total) if self.lr_decay == "cosine" else None
-        history: dict[str, list[float]] = {"loss": [], "nll": []}
-        bar = _bar(self.num_epochs, progress)
-        net.train()
-        with _masks(layers, gen, shared=False):
-            for _ in range(self.num_epochs):
-                perm = torch.randperm(n, generator=gen) if bs < n else None
-                e_loss, e_nll = 0.0, 0.0
-                for i in range(num_batches):
-                    if perm is None:
-                        xb, yb = inputs, targets
-                    else:
-                        idx = perm[i * bs : (i + 1) * bs]
-                        xb, yb = inputs[idx], targets[idx]
-                    nll = -lik.log_prob(net(xb), yb, {}) / xb.shape[0]
-                    penalty = sum(0.5 * (lam * w * w).sum() for lam, w in zip(decay, train))
-                    loss = nll + penalty
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    opt.step()
-                    if sched is not None:
-                        sched.step()
-                    e_loss += float(loss.detach()) / num_batches
-                    e_nll += float(nll.detach()) / num_batches
-                history["loss"].append(e_loss)
-                history["nll"].append(e_nll)
-                if not math.isfinite(e_loss):
-                    raise BnnkitError("the MC-dropout loss became non-finite; lower lr (e.g. by 10x).")
-                if bar is not None:
-                    bar.update(1)
-                    bar.set_postfix(loss=f"{e_loss:.4g}", nll=f"{e_nll:.4g}", refresh=False)
-        if bar is not None:
-            bar.close()
-        net.eval()
-        for prm in net.parameters():
-            prm.requires_grad_(False)
-        return MCDropoutResult(net, lik, history, {"mc_dropout": self.config(), "dropout_rate": rate})
+        return layers
 
     def _resolve(
         self, model: nn.Module | Posterior, likelihood: Likelihood | None, data: tuple[Tensor, Tensor]
@@ -206,7 +314,8 @@ class MCDropout:
         if isinstance(model, Posterior):
             if likelihood is not None:
                 raise BnnkitError("a Posterior brings its own likelihood; do not pass likelihood= with it.")
-            model.check_data(data)
+            if data is not None:
+                model.check_data(data)
             if model.initial_extras:
                 raise BnnkitError(
                     "MC dropout trains the network weights only; this posterior also samples "
@@ -246,14 +355,132 @@ class MCDropout:
         return model, likelihood, list(named), scales
 
 
+class DropoutState(NamedTuple):
+    position: Tensor  # the trained weights while training; a weight draw (masks folded in) after
+    weights: Tensor  # the trained weights w (flat over the posterior's sampled parameters)
+    exp_avg: Tensor  # Adam's first moments
+    exp_avg_sq: Tensor  # Adam's second moments
+    adam_step: Tensor  # float32 0-d: Adam's step count
+    iteration: Tensor  # int64 0-d
+    step_size: Tensor  # the learning rate of the last step
+    sums: Tensor  # [2]: this epoch's running mean loss and NLL
+    history: Tensor  # [num_epochs, 2]: per-epoch loss and NLL, NaN after
+
+
+class DropoutInfo(NamedTuple):
+    elbo: Tensor  # -L(w) of the step's minibatch (~ ELBO / N); the last epoch's mean for the draws
+    step_size: Tensor
+    collect: Tensor
+
+
+_TRUE, _FALSE = torch.tensor(True), torch.tensor(False)
+
+
+class _FitOnly:
+    """MCDropout whose kernel, once trained, repeats the trained weights (``fit`` needs only the
+    state), so ``fit`` also trains networks whose masks cannot be written into weights."""
+
+    needs_model = True
+    default_init = "module"
+
+    def __init__(self, algorithm: MCDropout):
+        self.algorithm, self.name = algorithm, algorithm.name
+
+    def config(self) -> dict:
+        return self.algorithm.config()
+
+    def build(self, target: Any, model: Any = None) -> Kernel:
+        return self.algorithm.build(target, model, fit_only=True)
+
+
+class _Fold(NamedTuple):
+    rate: float
+    block: slice  # the weight's entries in the flat vector
+    shape: tuple[int, ...]  # the weight's shape
+    units: int  # the masked inputs: the weight's dimension 1 (columns, input channels)
+
+
+def _mask_folds(net: nn.Module, layers: list[nn.Module], posterior: Posterior) -> list[_Fold]:
+    """Where each dropout layer's mask lands in the flat weights: the columns (input channels) of
+    the ``nn.Linear`` (``nn.ConvNd``) right after it in its ``nn.Sequential`` (an ``nn.Linear``
+    after an ``nn.Flatten`` too: an elementwise mask on ``[N, C, ...]`` is then one per column)."""
+    view = posterior.view
+    folds: dict[int, _Fold] = {}
+    for prefix, mod in net.named_modules():
+        if not isinstance(mod, nn.Sequential):
+            continue
+        kids = list(mod.named_children())
+        for j, ((_, a), (name_b, b)) in enumerate(zip(kids, kids[1:])):
+            if type(a) is nn.Dropout and isinstance(b, nn.Flatten) and b.start_dim == 1 and j + 2 < len(kids):
+                # elementwise masks on [N, C, ...] flatten to one mask per column of the next Linear
+                name_b, b = kids[j + 2]
+            ok = (type(a) is nn.Dropout and isinstance(b, nn.Linear)) or (
+                type(a) in (nn.Dropout1d, nn.Dropout2d, nn.Dropout3d)
+                and isinstance(b, (nn.Conv1d, nn.Conv2d, nn.Conv3d))
+                and b.groups == 1
+            )
+            weight = f"{prefix}.{name_b}.weight" if prefix else f"{name_b}.weight"
+            if ok and weight in view.names:
+                i = view.names.index(weight)
+                folds[id(a)] = _Fold(
+                    float(a.p), view.slice(weight), tuple(view.shapes[i]), int(view.shapes[i][1])
+                )
+    missing = [type(layer).__name__ for layer in layers if id(layer) not in folds]
+    if missing:
+        raise BnnkitError(
+            f"MC-dropout draws are weight vectors only when every dropout layer sits right before the "
+            f"(sampled) nn.Linear / nn.ConvNd it feeds, in an nn.Sequential; {len(missing)} of this network's "
+            f"{len(layers)} dropout layers do not ({', '.join(missing)}). Build the network with "
+            "MCDropout.wrap(module, p), or use MCDropout(...).fit(...) and its result's predict()."
+        )
+    return [folds[id(layer)] for layer in layers]
+
+
+def _fold_masks(weights: Tensor, folds: list[_Fold], gen: torch.Generator) -> Tensor:
+    """One network draw: each dropout mask (one per input unit, shared by the whole batch) written
+    into the weight it feeds, ``W[:, j] * z_j / (1 - p)``."""
+    w = weights.clone()
+    for f in folds:
+        keep = torch.rand(f.units, generator=gen, dtype=w.dtype, device=w.device) >= f.rate
+        scale = keep.to(w.dtype) / (1.0 - f.rate)
+        block = w[f.block].view(f.shape)
+        block.mul_(scale.view(1, -1, *([1] * (len(f.shape) - 2))))
+    return w
+
+
 @dataclass
 class MCDropoutResult:
-    """A network trained with dropout; :meth:`predict` keeps dropout on (MC dropout)."""
+    """A network trained with dropout; :meth:`predict` keeps dropout on (MC dropout), and
+    :meth:`sample` gives the same networks as weight draws for :func:`bnnkit.predict.predict`."""
 
     module: nn.Module
     likelihood: Likelihood
     history: dict[str, list[float]] = field(default_factory=dict)
     config: dict = field(default_factory=dict)
+    posterior: Posterior | None = None
+
+    def sample(self, num_samples: int = 100, seed: int = 0, posterior: Posterior | None = None) -> Samples:
+        """``num_samples`` MC-dropout networks as weight draws, a one-chain :class:`~bnnkit.Samples`.
+
+        Each draw is the trained weights with one dropout mask per layer written into the weight
+        it feeds (see :meth:`MCDropout.build`); :func:`bnnkit.predict.predict` with ``posterior``
+        (the fitted one by default; its network is evaluated with dropout off) gives the same
+        mixture predictive as :meth:`predict`.  The same seed gives the same draws.
+        """
+        check_int_at_least("num_samples", num_samples, 1)
+        post = posterior if posterior is not None else self.posterior
+        if post is None:
+            raise BnnkitError(
+                "weight draws need the Posterior of the network: fit a bnnkit.Posterior, or pass posterior=."
+            )
+        layers = _dropout_layers(self.module)
+        folds = _mask_folds(self.module, layers, post)
+        named = dict(self.module.named_parameters())
+        w = post.view.ravel({n: named[n].detach() for n in post.view.names}).to(post.view.dtype)
+        gen = make_generator(seed, 0)
+        draws = torch.stack([_fold_masks(w, folds, gen) for _ in range(num_samples)])
+        stats = {"log_density": torch.full((1, num_samples), math.nan, dtype=torch.float64)}
+        return Samples(draws.unsqueeze(0), stats, post.view, {"mc_dropout": self.config})
 
     def outputs(self, inputs: Tensor, num_samples: int = 100, seed: int = 0) -> Tensor:
         """Network outputs ``[S, N, ...]`` of ``num_samples`` dropout draws (one mask per draw)."""
@@ -364,11 +591,3 @@ def _masks(layers: list[nn.Module], gen: torch.Generator, shared: bool) -> Itera
     finally:
         for layer in layers:
             del layer.forward
-
-
-def _bar(total: int, progress: bool):
-    if not progress:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc="mc-dropout", unit="epoch", mininterval=0.25, dynamic_ncols=True)

@@ -23,10 +23,13 @@ For a linear-Gaussian model ``f(x; w) = x^T w`` the optimum is
 posterior mean and its covariance ``H^-1 (X^T X / sigma^2 + S^-1) H^-1 = H^-1`` the posterior
 covariance, so every member is an exact posterior draw.  For a network it is an approximation.
 
-All members are optimised together as one ``[K, D]`` tensor through ``torch.func.vmap`` (a plain
-loop over members for modules vmap cannot trace); Adam's update is elementwise, so this is exactly
-``K`` independent Adam runs.  Member ``k`` draws its initialisation, anchor, target noise and
-minibatch order from its own generator ``make_generator(seed, k)``.
+The members are the chains of a kernel (:meth:`DeepEnsemble.build`) that the driver runs as ``K``
+vectorised chains: one ``[K, D]`` state, the losses through ``torch.func.vmap`` (a plain loop over
+members for modules vmap cannot trace), each member on its own minibatches; Adam's update
+(:func:`~bnnkit.vi.optim.adam_update`) is elementwise, so this is exactly ``K`` independent Adam
+runs, with the driver's progress bar, ``output=`` streaming and bit-identical resume.  Member ``k``
+draws its initialisation, anchor and target noise from its own generator ``make_generator(seed,
+k)``; the minibatch orders come from the vectorised group's generator.
 """
 
 from __future__ import annotations
@@ -35,17 +38,20 @@ import copy
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import Any, ClassVar, NamedTuple
 
 import torch
 from torch import Tensor
 
-from ..core.errors import BnnkitError, check_int_at_least, check_positive, resolve_batch_size
+from ..core.errors import BnnkitError, DivergenceError, check_int_at_least, check_positive, resolve_batch_size
 from ..core.posterior import Posterior
 from ..core.random import init_module_, make_generator
 from ..core.samples import Samples
+from ..core.types import Kernel
 from ..likelihoods.gaussian import Gaussian
 from ..priors.base import scale_vector
 from ..priors.gaussian import GaussianPrior
+from .optim import adam_update, cosine_lr
 
 INITS = ("module", "prior")
 
@@ -92,6 +98,127 @@ class DeepEnsemble:
     def config(self) -> dict:
         return asdict(self)
 
+    # What the driver reads (see bnnkit.core.types.Algorithm): members are chains, and K members
+    # are one vectorised computation (chain_method="vectorized").
+    needs_model: ClassVar[bool] = True
+    vectorizable: ClassVar[bool] = True
+
+    def build(
+        self,
+        target: Any,
+        model: Posterior | None = None,
+        *,
+        anchors: Tensor | None = None,
+        noisy: Tensor | None = None,
+    ) -> Kernel:
+        """The kernel of ``K`` MAP fits (the members as chains, stacked ``[K, D]`` when vectorised).
+
+        Step ``t < T = num_epochs * ceil(N / M)`` is one Adam step (:func:`~bnnkit.vi.optim.adam_update`)
+        of every member on the gradient of its own loss ``-J_k(w) / N`` (module doc) on its
+        minibatch; ``position`` is the members' current weights and no draw is kept.  Step ``T``
+        and after keep the fitted members as draws (one per chain).  ``N`` is the posterior's
+        ``num_data`` (the rows of the data without it).  Anchored ensembles take their anchors
+        ``[K, D]`` and perturbed targets ``[K, N]`` from :meth:`fit`, which draws them; their data
+        rows carry their row index as a third tensor.  Through :func:`bnnkit.sample` the members
+        start from its ``init=`` (default: a prior draw per chain); :meth:`fit` starts them as
+        this ensemble's ``init`` says.
+        """
+        from .run import _require_posterior
+
+        posterior = _require_posterior(model, type(self).__name__)
+        if self.anchored and anchors is None:
+            raise BnnkitError(
+                "an anchored ensemble's anchors and perturbed targets are part of its objective: run it with "
+                "DeepEnsemble(anchored=True).fit(posterior, data), which draws them from the seed."
+            )
+        inv_var = None
+        if anchors is not None:
+            prior: GaussianPrior = posterior.prior  # type: ignore[assignment]
+            s = scale_vector(posterior.view, prior.scale, prior.scales)
+            inv_var = 1.0 / (s * s)
+        loss_fn = _MemberLoss(posterior, inv_var)
+        num_data = posterior.num_data
+        bs = self.batch_size if self.batch_size is not None else num_data
+        per_epoch = 1 if bs is None or num_data is None else math.ceil(num_data / min(bs, num_data))
+        total = self.num_epochs * per_epoch
+        lr, decay = self.lr, self.lr_decay
+
+        def init(position: Tensor, batch: Any) -> EnsembleState:
+            x = position.detach().clone()
+            zeros = torch.zeros_like(x)
+            return EnsembleState(
+                position=x,
+                exp_avg=zeros,
+                exp_avg_sq=zeros.clone(),
+                adam_step=torch.zeros((), dtype=torch.float32, device=x.device),
+                iteration=torch.zeros((), dtype=torch.int64),
+                step_size=torch.tensor(lr, dtype=x.dtype),
+                loss=torch.zeros((), dtype=x.dtype, device=x.device),
+                history=torch.full((self.num_epochs,), math.nan, dtype=x.dtype, device=x.device),
+            )
+
+        def step(
+            state: EnsembleState, batch: Any, gen: torch.Generator
+        ) -> tuple[EnsembleState, EnsembleInfo]:
+            t = int(state.iteration)
+            stacked = state.position.ndim == 2
+            k = state.position.shape[0] if stacked else 1
+            if t >= total:  # the fitted members are the draws
+                info = EnsembleInfo(-state.loss.expand(k) if stacked else -state.loss, state.step_size, _TRUE)
+                return state._replace(iteration=state.iteration + 1), info
+            w = state.position if stacked else state.position[None]
+            xb, yb = batch[0], batch[1]
+            x_batched = stacked and _chain_batched(xb, yb, k)
+            if not x_batched:  # one member, or members sharing a full batch: give them a chain axis
+                xb, yb = xb.expand(k, *xb.shape), yb.expand(k, *yb.shape)
+                rows_idx = batch[2].expand(k, *batch[2].shape) if len(batch) > 2 else None
+            else:
+                rows_idx = batch[2] if len(batch) > 2 else None
+            if noisy is not None:
+                if rows_idx is None:
+                    raise BnnkitError("an anchored ensemble's data must carry each row's index (see fit).")
+                mine = noisy if stacked else noisy[:1]
+                yb = mine.gather(1, rows_idx)
+            m = int(xb.shape[1])
+            n = num_data if num_data is not None else m
+            member_anchors = None if anchors is None else (anchors if stacked else anchors[:1])
+            with torch.enable_grad():
+                wg = w.detach().requires_grad_(True)
+                losses = loss_fn(wg, xb, yb, member_anchors, n / m, n, True, True)
+                (g,) = torch.autograd.grad(losses.sum(), wg)
+            lr_t = lr if decay is None else cosine_lr(lr, t, total)
+            x, mo, v, s = adam_update(
+                w,
+                g,
+                _stacked(state.exp_avg, stacked),
+                _stacked(state.exp_avg_sq, stacked),
+                state.adam_step,
+                lr_t,
+            )
+            if not stacked:
+                x, mo, v = x[0], mo[0], v[0]
+            epoch_loss = state.loss + losses.detach().mean() / per_epoch
+            history, running = state.history, epoch_loss
+            if (t + 1) % per_epoch == 0:  # the epoch's mean loss into the history; the next starts at 0
+                history = history.clone()
+                history[t // per_epoch] = epoch_loss
+                if t + 1 < total:  # (the last epoch's stays: the draws report it)
+                    running = torch.zeros_like(epoch_loss)
+            new = EnsembleState(
+                position=x,
+                exp_avg=mo,
+                exp_avg_sq=v,
+                adam_step=s,
+                iteration=state.iteration + 1,
+                step_size=torch.tensor(lr_t, dtype=x.dtype),
+                loss=running,
+                history=history,
+            )
+            lp = -losses.detach() if stacked else -losses.detach()[0]
+            return new, EnsembleInfo(lp, new.step_size, _FALSE)
+
+        return Kernel(init, step, fit_steps=total)
+
     def fit(
         self,
         posterior: Posterior,
@@ -99,14 +226,20 @@ class DeepEnsemble:
         *,
         seed: int = 0,
         progress: bool = True,
+        output: str | None = None,
     ) -> Samples:
         """Train the members on ``data = (inputs, targets)``; returns them as one-chain Samples.
 
+        The members run through :func:`bnnkit.sample` as ``K`` vectorised chains of the kernel
+        of :meth:`build` (their own minibatches; ``output=`` streams, checkpoints and resumes).
         ``N`` in the minibatch scaling is the number of rows of ``data`` (as in Bayes by Backprop;
         the posterior's ``num_data`` is not used).
         ``stats["log_density"]`` holds each member's final unnormalised log posterior on the full
         data; ``config["history"]["loss"]`` the members' mean objective ``-J_k / N`` per epoch.
         """
+        from ..core.driver import sample
+        from ..data.minibatch import Minibatches
+
         posterior.check_data(data)
         if self.anchored:
             _check_anchorable(posterior)
@@ -115,56 +248,42 @@ class DeepEnsemble:
         bs = resolve_batch_size(self.batch_size, n)
         k_members = self.num_members
         gens = [make_generator(seed, k) for k in range(k_members)]
-        anchors = noisy = inv_var = None
+        anchors = noisy = None
         if self.anchored:
             anchors = torch.stack([posterior.sample_prior(g) for g in gens])
-            prior: GaussianPrior = posterior.prior  # type: ignore[assignment]
-            s = scale_vector(posterior.view, prior.scale, prior.scales)
-            inv_var = 1.0 / (s * s)
             noise = posterior.likelihood.noise  # type: ignore[attr-defined]
             noisy = torch.stack(
                 [targets + noise * torch.randn(targets.shape, generator=g, dtype=targets.dtype) for g in gens]
             )
-        w = self._initial(posterior, gens, anchors).requires_grad_(True)
-        loss_fn = _MemberLoss(posterior, inv_var)
-        opt = torch.optim.Adam([w], lr=self.lr)
-        num_batches = math.ceil(n / bs)
-        total = self.num_epochs * num_batches
-        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, total) if self.lr_decay == "cosine" else None
-        rows = torch.arange(k_members).unsqueeze(-1)
-        history: dict[str, list[float]] = {"loss": []}
-        bar = _bar(self.num_epochs, progress, "deep-ensemble")
-        for _ in range(self.num_epochs):
-            perms = torch.stack([torch.randperm(n, generator=g) for g in gens]) if bs < n else None
-            epoch = 0.0
-            for i in range(num_batches):
-                if perms is None:  # full batch: the members share the inputs, no copies
-                    xb, yb, m = inputs, (targets if noisy is None else noisy), n
-                    x_batched, y_batched = False, noisy is not None
-                else:  # member k's own minibatch: [K, M, ...]
-                    idx = perms[:, i * bs : (i + 1) * bs]
-                    xb, m = inputs[idx], int(idx.shape[1])
-                    yb = targets[idx] if noisy is None else noisy[rows, idx]
-                    x_batched = y_batched = True
-                losses = loss_fn(w, xb, yb, anchors, n / m, n, x_batched, y_batched)
-                loss = losses.sum()
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                if sched is not None:
-                    sched.step()
-                epoch += float(loss.detach()) / (k_members * num_batches)
-            history["loss"].append(epoch)
-            if not math.isfinite(epoch):
-                raise BnnkitError(
-                    "the ensemble's loss became non-finite; lower lr (e.g. by 10x) or check the data scale."
-                )
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(loss=f"{epoch:.4g}", refresh=False)
-        if bar is not None:
-            bar.close()
-        final = w.detach().clone()
+        starts = self._initial(posterior, gens, anchors)
+        view = posterior.view
+        algo: Any = self if anchors is None else _Anchored(self, anchors, noisy)
+        tensors = (
+            (inputs, targets) if anchors is None else (inputs, targets, torch.arange(n, device=inputs.device))
+        )
+        stream = Minibatches(*tensors, batch_size=bs)
+        try:
+            s = sample(
+                algo,
+                posterior.with_num_data(n),
+                stream,
+                num_samples=1,
+                num_chains=k_members,
+                chain_method="vectorized",
+                init=lambda c, gen: view.unravel(starts[c]),
+                seed=seed,
+                progress=progress,
+                output=output,
+                validate=anchors is None,
+            )
+        except DivergenceError as err:
+            raise BnnkitError(
+                "the ensemble's loss became non-finite; lower lr (e.g. by 10x) or check the data scale."
+            ) from err
+        state = s.final_states[0]
+        final = s.positions[:, 0].clone()
+        history = {"loss": [float(v) for v in state.history if math.isfinite(float(v))]}
+        loss_fn = _MemberLoss(posterior, None)
         log_density = _log_posterior(posterior, loss_fn, final, inputs, targets, bs)
         stats = {"log_density": log_density.unsqueeze(0)}
         config = {"ensemble": self.config(), "history": history}
@@ -274,9 +393,48 @@ def _log_posterior(
     return total
 
 
-def _bar(total: int, progress: bool, desc: str):
-    if not progress:
-        return None
-    from tqdm.auto import tqdm
+class EnsembleState(NamedTuple):
+    position: Tensor  # the members' weights: [K, D] (vectorised) or [D] (one member)
+    exp_avg: Tensor  # Adam's first moments, like position
+    exp_avg_sq: Tensor  # Adam's second moments, like position
+    adam_step: Tensor  # float32 0-d: Adam's step count
+    iteration: Tensor  # int64 0-d
+    step_size: Tensor  # the learning rate of the last step
+    loss: Tensor  # 0-d: this epoch's running mean loss (the final epoch's once fitted)
+    history: Tensor  # [num_epochs]: the members' mean loss -J_k / N per epoch, NaN after
 
-    return tqdm(total=total, desc=desc, unit="epoch", mininterval=0.25, dynamic_ncols=True)
+
+class EnsembleInfo(NamedTuple):
+    log_density: Tensor  # each member's minibatch objective J_k / N (its final one for the draws)
+    step_size: Tensor
+    collect: Tensor
+
+
+_TRUE, _FALSE = torch.tensor(True), torch.tensor(False)
+
+
+class _Anchored:
+    """A DeepEnsemble with the anchors and perturbed targets :meth:`DeepEnsemble.fit` drew."""
+
+    needs_model = True
+    vectorizable = True
+
+    def __init__(self, ensemble: DeepEnsemble, anchors: Tensor, noisy: Tensor):
+        self.ensemble, self.anchors, self.noisy = ensemble, anchors, noisy
+        self.name = ensemble.name
+
+    def config(self) -> dict:
+        return self.ensemble.config()
+
+    def build(self, target: Any, model: Any = None) -> Kernel:
+        return self.ensemble.build(target, model, anchors=self.anchors, noisy=self.noisy)
+
+
+def _stacked(t: Tensor, stacked: bool) -> Tensor:
+    return t if stacked else t[None]
+
+
+def _chain_batched(xb: Tensor, yb: Tensor, k: int) -> bool:
+    """Whether a vectorised run's batch has a chain axis (``[K, M, ...]``, bnnkit.data.Minibatches)
+    rather than being one batch shared by the members (plain ``(inputs, targets)`` data)."""
+    return xb.ndim >= 2 and xb.shape[0] == k and yb.ndim >= 2 and yb.shape[0] == k

@@ -23,14 +23,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
 
-from ..core.errors import BnnkitError, check_int_at_least, check_positive, resolve_batch_size
-from ..core.random import make_generator
-from .bbb import VIResult, _bar
+from ..core.errors import BnnkitError, check_int_at_least, check_positive
+from ..core.types import Kernel
+from .bbb import VIResult
+from .kernel import VIState, check_stream_batch, draws_from_state, mean_field_kernel
 from .meanfield import MeanFieldGaussian
+from .run import HISTORY_FBNN, _check_weights_only, _require_posterior, run_fit
 from .ssge import ssge_score
 
 
@@ -116,56 +119,90 @@ class FBNN:
             score_p = -alpha.to(f_x.dtype)
         return ll, ((score_q - score_p) * f_x).sum() / S
 
+    # What the driver reads (see bnnkit.core.types.Algorithm), as for BayesByBackprop.
+    needs_model: ClassVar[bool] = True
+    default_init: ClassVar[str] = "module"
+    vectorizable: ClassVar[bool] = False
+    not_vectorizable_because: ClassVar[str] = (
+        "a VI fit is one chain of optimisation (run fits one after another)"
+    )
+
+    def build(self, target: Any, model: Any = None) -> Kernel:
+        """The fit-then-draw kernel (:mod:`bnnkit.vi.kernel`) of the functional ELBO on ``model``,
+        a :class:`~bnnkit.functional.FunctionalPosterior`: step ``t`` takes the gradient of
+        ``-(ll - kl_weight * kl)`` (:meth:`terms`, ``N`` the posterior's ``num_data``) and one Adam
+        step; after ``num_epochs * ceil(N / batch_size)`` steps every step is a draw from ``q``."""
+        posterior = _require_posterior(model, type(self).__name__)
+        if not hasattr(posterior, "gp") or not hasattr(posterior, "measurement"):
+            raise BnnkitError(
+                "FBNN needs a functional posterior (its GP prior and measurement points): build "
+                "bnnkit.functional.FunctionalPosterior(module, likelihood, gp, measurement, train_inputs)."
+            )
+        _check_weights_only(posterior, "FBNN")
+        num_data = posterior.num_data
+        if self.batch_size is not None and num_data is None:
+            raise BnnkitError(
+                "minibatched FBNN needs the training-set size: build the posterior with num_data=N."
+            )
+        num_batches = 1 if self.batch_size is None else math.ceil(num_data / min(self.batch_size, num_data))
+        lam = self.kl_weight
+
+        def objective(mu: Tensor, rho: Tensor, batch: Any, gen: torch.Generator, t: int):
+            n = num_data if num_data is not None else int(batch[0].shape[0])
+            with torch.enable_grad():
+                ll, kl_sur = self.terms(posterior, MeanFieldGaussian.from_params(mu, rho), batch, n, gen)
+                minus = -torch.ones_like(ll)
+                g_mu, g_rho = torch.autograd.grad((ll, kl_sur), (mu, rho), (minus, minus.neg() * lam))
+            ll, kl_sur = ll.detach(), kl_sur.detach()
+            rows = ll.new_tensor(float(n))
+            return g_mu, g_rho, torch.stack([ll, kl_sur, rows]), ll - lam * kl_sur
+
+        def summarise(sums: Tensor) -> Tensor:  # epoch averages of the full-data estimates
+            ll, kl, n = sums[0] / num_batches, sums[1] / num_batches, sums[2] / num_batches
+            return torch.stack([ll - lam * kl, -ll / n, kl])
+
+        return mean_field_kernel(
+            objective=objective,
+            summarise=summarise,
+            num_columns=3,
+            num_records=3,
+            num_epochs=self.num_epochs,
+            batches_per_epoch=num_batches,
+            lr=self.lr,
+            lr_decay=self.lr_decay,
+            init_sigma=self.init_sigma,
+            check_batch=check_stream_batch(type(self).__name__, self.batch_size, num_data),
+        )
+
+    @staticmethod
+    def draws(state: VIState, num: int, generator: torch.Generator) -> Tensor:
+        """``num`` draws ``[num, D]`` from the ``q`` of a kernel state (see
+        :meth:`BayesByBackprop.draws`)."""
+        check_int_at_least("num", num, 1)
+        return draws_from_state(state, num, generator)
+
     def fit(
-        self, posterior, data: tuple[Tensor, Tensor], *, seed: int = 0, progress: bool = True
+        self,
+        posterior,
+        data: tuple[Tensor, Tensor],
+        *,
+        seed: int = 0,
+        progress: bool = True,
+        output: str | None = None,
     ) -> VIResult:
-        """Fit ``q`` to a :class:`~bnnkit.functional.FunctionalPosterior` on ``data``."""
+        """Fit ``q`` to a :class:`~bnnkit.functional.FunctionalPosterior` on ``data``, through
+        :func:`bnnkit.sample` with the kernel of :meth:`build` (see :meth:`BayesByBackprop.fit`)."""
         if not hasattr(posterior, "gp") or not hasattr(posterior, "measurement"):
             raise BnnkitError(
                 "FBNN needs a functional posterior (its GP prior and measurement points): build "
                 "bnnkit.functional.FunctionalPosterior(module, likelihood, gp, measurement, train_inputs)."
             )
         posterior.check_data(data)
-        inputs, targets = data
-        n = inputs.shape[0]
-        bs = resolve_batch_size(self.batch_size, n)
-        gen = make_generator(seed, 0)
-        q = MeanFieldGaussian(posterior, self.init_sigma)
-        opt = torch.optim.Adam(q.parameters(), lr=self.lr)
-        batches = math.ceil(n / bs)
-        sched = (
-            torch.optim.lr_scheduler.CosineAnnealingLR(opt, self.num_epochs * batches)
-            if self.lr_decay == "cosine"
-            else None
+        state, history = run_fit(
+            self, posterior, data, seed, progress, output, None, HISTORY_FBNN, "the functional ELBO"
         )
-        history: dict[str, list[float]] = {"elbo": [], "nll": [], "kl_surrogate": []}
-        bar = _bar(self.num_epochs, progress)
-
-        for _ in range(self.num_epochs):
-            perm = torch.randperm(n, generator=gen)
-            e_ll, e_kl = 0.0, 0.0
-            for b in range(batches):
-                idx = perm[b * bs : (b + 1) * bs]
-                ll, kl_sur = self.terms(posterior, q, (inputs[idx], targets[idx]), n, gen)
-                loss = -(ll - self.kl_weight * kl_sur)  # ll estimates the full-data term
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                if sched is not None:
-                    sched.step()
-                e_ll += float(ll.detach()) / batches  # epoch average of full-data estimates
-                e_kl += float(kl_sur.detach()) / batches
-            history["nll"].append(-e_ll / n)
-            history["kl_surrogate"].append(e_kl)
-            history["elbo"].append(e_ll - self.kl_weight * e_kl)
-            if not math.isfinite(history["elbo"][-1]):
-                raise BnnkitError(
-                    f"the functional ELBO became non-finite in epoch {len(history['elbo'])}; lower lr (e.g. by "
-                    "10x) or check the data scale (standardise the targets)."
-                )
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(nll=f"{history['nll'][-1]:.4g}", refresh=False)
-        if bar is not None:
-            bar.close()
+        q = MeanFieldGaussian.from_params(
+            state.params[0].detach().clone().requires_grad_(True),
+            state.params[1].detach().clone().requires_grad_(True),
+        )
         return VIResult(posterior, q, history, self.config())

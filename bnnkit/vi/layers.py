@@ -24,7 +24,8 @@ it for all layers at once with :func:`set_generator`).  A layer that must draw w
 :class:`~bnnkit.core.errors.BnnkitError`.  The generator given to the constructor also draws the
 initial means (Kaiming-uniform bound ``1/sqrt(fan_in)``, as ``nn.Linear`` / ``nn.Conv2d``);
 without one the initialisation uses PyTorch's global RNG like every ``torch.nn`` layer.
-:func:`fit_bayesian_layers` is a minimal training loop; :func:`predict_bayesian_layers` gives the
+:func:`fit_bayesian_layers` trains them through the driver (the kernel :class:`LayersELBO`, run by
+:func:`bnnkit.sample`, so with its progress bar, ``output=`` streaming and resume); :func:`predict_bayesian_layers` gives the
 same predictive objects as :func:`bnnkit.predict.predict`.
 """
 
@@ -32,18 +33,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar, NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..core.errors import BnnkitError, check_int_at_least, check_positive, resolve_batch_size
+from ..core.errors import BnnkitError, DivergenceError, check_int_at_least, check_positive, resolve_batch_size
 from ..core.random import make_generator
+from ..core.types import Batch, Kernel
 from ..likelihoods import Likelihood
 from ..predict.predictive import ClassificationPredictive, RegressionPredictive
 from .dropout import predictive_from_outputs
 from .kl import gaussian_kl
 from .meanfield import inverse_softplus
+from .optim import adam_update, cosine_lr
 
 
 class BayesianLayer(nn.Module):
@@ -285,6 +290,160 @@ def elbo_loss(
     return nll + kl_weight * kl_divergence(module) / num_data
 
 
+class LayersState(NamedTuple):
+    position: Tensor  # the module's parameters (means and rho of every Bayesian layer, the rest), flat
+    exp_avg: Tensor  # Adam's first moments
+    exp_avg_sq: Tensor  # Adam's second moments
+    adam_step: Tensor  # float32 0-d: Adam's step count
+    iteration: Tensor  # int64 0-d
+    step_size: Tensor  # the learning rate of the last step
+    sums: Tensor  # [2]: this epoch's running mean loss and NLL
+    history: Tensor  # [num_epochs, 3]: per-epoch loss, NLL and the last step's KL, NaN after
+
+
+class LayersInfo(NamedTuple):
+    elbo: Tensor  # -loss of the step (the negative ELBO per data point, negated)
+    step_size: Tensor
+    collect: Tensor
+
+
+_TRUE, _FALSE = torch.tensor(True), torch.tensor(False)
+
+
+class LayersObjective:
+    """The model a :class:`LayersELBO` kernel trains: a module of Bayesian layers, its likelihood
+    and the data size ``N``; as a log density over the module's parameters it is ``-N`` times
+    :func:`elbo_loss` with the layers' noise from their current generators."""
+
+    def __init__(self, module: nn.Module, likelihood: Likelihood, num_data: int, kl_weight: float = 1.0):
+        _require_layers(module, "LayersObjective")
+        self.module, self.likelihood, self.num_data, self.kl_weight = module, likelihood, num_data, kl_weight
+        self.__name__ = f"bayesian-layers({type(module).__name__})"
+
+    def loss(self, params: dict[str, Tensor], batch: Batch, num_mc: int = 1) -> tuple[Tensor, Tensor, Tensor]:
+        """``(loss, nll, KL)``: the ``num_mc``-pass :func:`elbo_loss` at ``params`` on ``batch``."""
+        xb, yb = batch
+        m = int(xb.shape[0])
+        nll = (
+            sum(
+                -self.likelihood.log_prob(torch.func.functional_call(self.module, params, (xb,)), yb, {}) / m
+                for _ in range(num_mc)
+            )
+            / num_mc
+        )
+        kl = _flat_kl(self.module, params)
+        return nll + self.kl_weight * kl / self.num_data, nll, kl
+
+    def __call__(self, params: dict[str, Tensor], batch: Batch) -> Tensor:
+        """``-N`` times the loss with the layers at their means (``eval()``: no noise drawn), the
+        value the driver checks at the initial position."""
+        was = self.module.training
+        self.module.eval()
+        try:
+            return -self.num_data * self.loss(params, batch)[0]
+        finally:
+            self.module.train(was)
+
+
+@dataclass(frozen=True)
+class LayersELBO:
+    """Adam on :func:`elbo_loss` of a module of Bayesian layers, as a kernel for :func:`bnnkit.sample`.
+
+    Step ``t < T = num_epochs * ceil(N / batch_size)``: the layers draw their noise from the
+    step's generator, ``g = d loss / d theta`` over the module's parameters ``theta`` (means,
+    ``rho`` and any deterministic parameters), and one Adam step
+    (:func:`~bnnkit.vi.optim.adam_update`).  After ``T`` steps the position stays at the fitted
+    ``theta`` (the draws are that vector: predict with :func:`predict_bayesian_layers` on the module
+    carrying it).  Run as ``bnnkit.sample(LayersELBO(...), LayersObjective(module, likelihood, N),
+    data, init=dict(module.named_parameters()))``; :func:`fit_bayesian_layers` does that.
+    """
+
+    lr: float = 1e-2
+    num_epochs: int = 100
+    batch_size: int | None = None
+    num_mc: int = 1
+    lr_decay: str | None = None
+    name: str = "bayesian-layers"
+
+    needs_model: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        check_positive("lr", self.lr)
+        check_int_at_least("num_epochs", self.num_epochs, 1)
+        check_int_at_least("num_mc (Monte-Carlo samples per step)", self.num_mc, 1)
+        if self.batch_size is not None:
+            check_int_at_least("batch_size", self.batch_size, 1)
+        if self.lr_decay not in (None, "cosine"):
+            raise BnnkitError(f"lr_decay must be None or 'cosine', got {self.lr_decay!r}.")
+
+    def config(self) -> dict:
+        return asdict(self)
+
+    def build(self, target: Any, model: Any = None) -> Kernel:
+        if not isinstance(model, LayersObjective):
+            raise BnnkitError(
+                "LayersELBO trains a module of Bayesian layers: pass bnnkit.vi.layers.LayersObjective(module, "
+                "likelihood, num_data) as the posterior (with init=dict(module.named_parameters()))."
+            )
+        view, n = target.view, model.num_data
+        per_epoch = math.ceil(n / min(self.batch_size or n, n))
+        total = self.num_epochs * per_epoch
+        lr, lr_decay, num_mc, layers = (
+            self.lr,
+            self.lr_decay,
+            self.num_mc,
+            list(bayesian_layers(model.module)),
+        )
+
+        def init(position: Tensor, batch: Batch) -> LayersState:
+            x = position.detach().clone()
+            zeros = torch.zeros_like(x)
+            return LayersState(
+                x,
+                zeros,
+                zeros.clone(),
+                torch.zeros((), dtype=torch.float32, device=x.device),
+                torch.zeros((), dtype=torch.int64),
+                torch.tensor(lr, dtype=x.dtype),
+                torch.zeros(2, dtype=x.dtype, device=x.device),
+                torch.full((self.num_epochs, 3), math.nan, dtype=x.dtype, device=x.device),
+            )
+
+        def step(state: LayersState, batch: Batch, gen: torch.Generator) -> tuple[LayersState, LayersInfo]:
+            t = int(state.iteration)
+            if t >= total:
+                info = LayersInfo(-state.history[-1, 0], state.step_size, _TRUE)
+                return state._replace(iteration=state.iteration + 1), info
+            saved = [(layer.generator, layer.training) for layer in layers]
+            try:
+                for layer in layers:  # training-mode forwards: local reparameterisation, noise from gen
+                    layer.generator = gen
+                    layer.train()
+                with torch.enable_grad():
+                    w = state.position.detach().requires_grad_(True)
+                    loss, nll, kl = model.loss(dict(view.unravel(w)), batch, num_mc)
+                    (g,) = torch.autograd.grad(loss, w)
+            finally:
+                for layer, (gen_, mode) in zip(layers, saved):
+                    layer.generator = gen_
+                    layer.train(mode)
+            lr_t = lr if lr_decay is None else cosine_lr(lr, t, total)
+            x, m, v, s = adam_update(
+                state.position, g, state.exp_avg, state.exp_avg_sq, state.adam_step, lr_t
+            )
+            sums = state.sums + torch.stack([loss.detach(), nll.detach()]) / per_epoch
+            history = state.history
+            if (t + 1) % per_epoch == 0:  # the epoch's mean loss and NLL, and its last KL
+                history = history.clone()
+                history[t // per_epoch] = torch.cat([sums, kl.detach().reshape(1)])
+                sums = torch.zeros_like(sums)
+            lr_tensor = torch.tensor(lr_t, dtype=x.dtype)
+            new = LayersState(x, m, v, s, state.iteration + 1, lr_tensor, sums, history)
+            return new, LayersInfo(-loss.detach(), lr_tensor, _FALSE)
+
+        return Kernel(init, step, fit_steps=total)
+
+
 def fit_bayesian_layers(
     module: nn.Module,
     data: tuple[Tensor, Tensor],
@@ -298,18 +457,21 @@ def fit_bayesian_layers(
     lr_decay: str | None = None,
     seed: int = 0,
     progress: bool = True,
+    output: str | None = None,
 ) -> dict[str, list[float]]:
     """Train ``module`` in place on :func:`elbo_loss` (Adam; ``num_mc`` forward passes per step).
 
-    Every Bayesian layer gets the generator ``make_generator(seed)`` (also used for shuffling);
-    the module is left in ``eval()`` mode.  Returns the per-epoch history ``loss`` (``-ELBO / N``),
-    ``nll`` and ``kl``.
+    Runs :class:`LayersELBO` through :func:`bnnkit.sample` (one chain, seed ``seed``: the layers'
+    noise and the shuffling come from its generator; ``output=`` streams, checkpoints and resumes
+    the fit); the module is left in ``eval()`` mode with the fitted parameters.  Returns the
+    per-epoch history ``loss`` (``-ELBO / N``), ``nll`` and ``kl``.
     """
-    check_positive("lr", lr)
-    check_int_at_least("num_epochs", num_epochs, 1)
-    check_int_at_least("num_mc (Monte-Carlo samples per step)", num_mc, 1)
-    if lr_decay not in (None, "cosine"):
-        raise BnnkitError(f"lr_decay must be None or 'cosine', got {lr_decay!r}.")
+    from ..core.driver import sample
+    from ..data.minibatch import Minibatches
+
+    algorithm = LayersELBO(
+        lr=lr, num_epochs=num_epochs, batch_size=batch_size, num_mc=num_mc, lr_decay=lr_decay
+    )
     if not (isinstance(data, (tuple, list)) and len(data) == 2):
         raise BnnkitError("data must be a tuple (inputs, targets) of tensors.")
     inputs, targets = data
@@ -317,51 +479,54 @@ def fit_bayesian_layers(
     if targets.shape[0] != n:
         raise BnnkitError(f"inputs have {n} rows but targets have {targets.shape[0]}; they must match.")
     bs = resolve_batch_size(batch_size, n)
-    check_int_at_least("batch_size", bs, 1)
     if not (math.isfinite(kl_weight) and kl_weight >= 0):
         raise BnnkitError(f"kl_weight must be a finite number >= 0, got {kl_weight!r}.")
     if likelihood.extra_params():
         raise BnnkitError(
             "the likelihood must have fixed parameters (e.g. Gaussian(noise), learn_noise=False)."
         )
-    gen = make_generator(seed, 0)
-    set_generator(module, gen)
-    opt = torch.optim.Adam(module.parameters(), lr=lr)
-    num_batches = math.ceil(n / bs)
-    total = num_epochs * num_batches
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, total) if lr_decay == "cosine" else None
-    history: dict[str, list[float]] = {"loss": [], "nll": [], "kl": []}
-    bar = _bar(num_epochs, progress)
-    module.train()
-    for _ in range(num_epochs):
-        perm = torch.randperm(n, generator=gen) if bs < n else None
-        e_loss = e_nll = 0.0
-        for i in range(num_batches):
-            idx = None if perm is None else perm[i * bs : (i + 1) * bs]
-            xb, yb = (inputs, targets) if idx is None else (inputs[idx], targets[idx])
-            m = int(xb.shape[0])
-            loss = sum(-likelihood.log_prob(module(xb), yb, {}) / m for _ in range(num_mc)) / num_mc
-            kl = kl_divergence(module)
-            full = loss + kl_weight * kl / n
-            opt.zero_grad(set_to_none=True)
-            full.backward()
-            opt.step()
-            if sched is not None:
-                sched.step()
-            e_loss += float(full.detach()) / num_batches
-            e_nll += float(loss.detach()) / num_batches
-        history["loss"].append(e_loss)
-        history["nll"].append(e_nll)
-        history["kl"].append(float(kl.detach()))
-        if not math.isfinite(e_loss):
-            raise BnnkitError("the ELBO became non-finite; lower lr (e.g. by 10x) or check the data scale.")
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix(loss=f"{e_loss:.4g}", kl=f"{history['kl'][-1]:.4g}", refresh=False)
-    if bar is not None:
-        bar.close()
+    objective = LayersObjective(module, likelihood, n, kl_weight)
+    params = {name: p.detach() for name, p in module.named_parameters()}
+    try:
+        s = sample(
+            algorithm,
+            objective,
+            Minibatches(inputs, targets, batch_size=bs),
+            init=params,
+            num_samples=1,
+            seed=seed,
+            progress=progress,
+            output=output,
+            validate=False,
+        )
+    except DivergenceError as err:
+        raise BnnkitError(
+            "the ELBO became non-finite; lower lr (e.g. by 10x) or check the data scale."
+        ) from err
+    state = s.final_states[0]
+    fitted = s.view.unravel(state.position)
+    with torch.no_grad():
+        for name, p in module.named_parameters():
+            p.copy_(fitted[name])
     module.eval()
-    return history
+    done = state.history[torch.isfinite(state.history[:, 0])]
+    return {k: [float(v) for v in done[:, i]] for i, k in enumerate(("loss", "nll", "kl"))}
+
+
+def _flat_kl(module: nn.Module, params: dict[str, Tensor]) -> Tensor:
+    """``KL(q || p)`` of every Bayesian layer, from the parameter tensors ``params`` (by name)."""
+    total = None
+    for prefix, layer in module.named_modules():
+        if not isinstance(layer, BayesianLayer):
+            continue
+        pre = f"{prefix}." if prefix else ""
+        s = torch.tensor(layer.prior_scale, dtype=layer.weight_mu.dtype, device=layer.weight_mu.device)
+        kl = gaussian_kl(params[pre + "weight_mu"], F.softplus(params[pre + "weight_rho"]), s)
+        if layer.bias_mu is not None:
+            kl = kl + gaussian_kl(params[pre + "bias_mu"], F.softplus(params[pre + "bias_rho"]), s)
+        total = kl if total is None else total + kl
+    assert total is not None  # LayersObjective checked the module has Bayesian layers
+    return total
 
 
 def predict_bayesian_layers(
@@ -387,11 +552,3 @@ def predict_bayesian_layers(
             layer.sample, layer.generator = flag, g
         module.train(was_training)
     return predictive_from_outputs(out, likelihood)
-
-
-def _bar(total: int, progress: bool):
-    if not progress:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc="bayesian-layers", unit="epoch", mininterval=0.25, dynamic_ncols=True)

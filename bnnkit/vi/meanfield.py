@@ -37,6 +37,13 @@ class MeanFieldGaussian:
         self.mu = x0.detach().clone().requires_grad_(True)
         self.rho = torch.full_like(self.mu, inverse_softplus(init_sigma)).requires_grad_(True)
 
+    @classmethod
+    def from_params(cls, mu: Tensor, rho: Tensor) -> MeanFieldGaussian:
+        """A ``q`` over given tensors ``mu`` and ``rho`` (used as they are, not copied)."""
+        q = cls.__new__(cls)
+        q.mu, q.rho = mu, rho
+        return q
+
     @property
     def sigma(self) -> Tensor:
         return F.softplus(self.rho)

@@ -9,6 +9,7 @@ fused kernel directly and gives bit-for-bit the updates of ``torch.optim.Adam(fu
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 import torch
@@ -68,3 +69,50 @@ class FlatAdam(torch.optim.Optimizer):
                 maximize=False,
             )
         return loss
+
+
+def adam_update(
+    params: Tensor,
+    grad: Tensor,
+    exp_avg: Tensor,
+    exp_avg_sq: Tensor,
+    step: Tensor,
+    lr: float,
+    betas: tuple[float, float] = (0.9, 0.999),
+    eps: float = 1e-8,
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """One Adam step (Kingma & Ba 2015) as a pure function of tensors, for minimising a loss.
+
+    With ``g`` the gradient of the loss and ``t = step + 1``::
+
+        m <- b1 m + (1 - b1) g,   v <- b2 v + (1 - b2) g^2
+        params <- params - lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
+
+    Returns new ``(params, exp_avg, exp_avg_sq, step)``; the inputs are left as they were (the
+    fused kernel works in place, so it runs on copies), which keeps a kernel's old state valid.
+    The arithmetic is that of ``torch.optim.Adam(fused=True)`` and :class:`FlatAdam`.
+    """
+    p, m, v = params.clone(), exp_avg.clone(), exp_avg_sq.clone()
+    t = step + 1
+    torch._fused_adam_(
+        [p],
+        [grad],
+        [m],
+        [v],
+        [],
+        [t],
+        amsgrad=False,
+        lr=float(lr),
+        beta1=betas[0],
+        beta2=betas[1],
+        weight_decay=0.0,
+        eps=eps,
+        maximize=False,
+    )
+    return p, m, v, t
+
+
+def cosine_lr(lr: float, t: int, total: int) -> float:
+    """``lr`` at step ``t`` of a cosine decay to 0 over ``total`` steps (``CosineAnnealingLR``'s
+    closed form): ``lr (1 + cos(pi t / total)) / 2``."""
+    return 0.5 * lr * (1.0 + math.cos(math.pi * min(t, total) / total))
