@@ -46,6 +46,7 @@ from __future__ import annotations
 import csv
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +64,8 @@ from .divergence import sample_or_diverged
 from .methods import GP_PRIOR, MOMENTUM, family, sg_algorithm
 from .models import resnet18
 from .records import append_record, read_records, start_records
-from .uci import DropoutDraws, canonical_methods, predictive
+from .uci import canonical_methods
+from .uci import predictive as _weight_predictive
 
 METHODS = ("sghmc", "sgld", "asghmc", "fsghmc", "fsgld", "bbb", "fbnn", "mcdropout", "ensemble")
 MODELS = ("cnn", "resnet18")
@@ -272,7 +274,7 @@ def _draws(method, x, y, cfg, seed, progress, gp, model="cnn", width=None):
         fit = MCDropout(
             p=c["p"], lr=c["lr"], num_epochs=c.get("epochs", epochs), batch_size=cfg["batch_size"]
         )
-        return post, DropoutDraws(fit.fit(post, (x, y), seed=seed, progress=progress), num_draws, seed)
+        return post, _DropoutNetworks(fit.fit(post, (x, y), seed=seed, progress=progress), num_draws, seed)
     if method == "ensemble":
         c = cfg["ensemble"]
         fit = DeepEnsemble(
@@ -283,6 +285,28 @@ def _draws(method, x, y, cfg, seed, progress, gp, model="cnn", width=None):
         )
         return post, fit.fit(post, (x, y), seed=seed, progress=progress)
     raise BnnkitError(f"unknown method {method!r}; choose from {', '.join(METHODS)}.")
+
+
+@dataclass(frozen=True)
+class _DropoutNetworks:
+    """``num`` MC-dropout networks of a trained :class:`~bnnkit.vi.MCDropoutResult`, masks from ``seed``.
+
+    The CPU CNN drops single activations of the feature maps a convolution reads; such a mask is
+    not a mask on the convolution's weights, so these networks cannot be weight draws
+    (``MCDropoutResult.sample`` refuses them) and go through ``MCDropoutResult.predict``: the same
+    mixture predictive, the same networks at every call.
+    """
+
+    result: Any
+    num: int
+    seed: int
+
+
+def predictive(post: Any, draws: Any, inputs: torch.Tensor) -> Any:
+    """The predictive at ``inputs`` of weight draws, or of :class:`_DropoutNetworks`."""
+    if isinstance(draws, _DropoutNetworks):
+        return draws.result.predict(inputs, num_samples=draws.num, seed=draws.seed)
+    return _weight_predictive(post, draws, inputs)
 
 
 def _sg_algorithm(method: str, cfg: dict) -> Any:

@@ -25,7 +25,6 @@ bench import them from here).
 # this package replaced) reach them as bnnkit.bench.uci._name.
 from ...data.uci import UCIData, resolve_uci_name, uci_num_splits
 from .inference import (  # noqa: F401
-    DropoutDraws,
     _choose_step,
     _run_method,
     _run_method_seeded,
@@ -73,7 +72,6 @@ __all__ = [
     "SG_METHODS",
     "TUNE",
     "VI_METHODS",
-    "DropoutDraws",
     "UCIData",
     "UCIProtocol",
     "canonical_methods",

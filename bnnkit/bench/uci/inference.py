@@ -8,7 +8,6 @@ the loop over data sets, splits and methods is :mod:`~bnnkit.bench.uci.runner`.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -27,24 +26,9 @@ from ..models import mlp
 from .protocol import METHODS, _epochs, default_step_size, friction
 
 
-@dataclass(frozen=True)
-class DropoutDraws:
-    """``num`` MC-dropout networks of a trained :class:`~bnnkit.vi.MCDropoutResult`.
-
-    The masks come from ``seed``, so every call sees the same ``num`` networks, as a fixed set of
-    posterior draws would: :func:`predictive` routes them to ``MCDropoutResult.predict``.
-    """
-
-    result: Any
-    num: int
-    seed: int
-
-
 def predictive(post: Any, draws: Any, inputs: torch.Tensor) -> Any:
-    """The predictive at ``inputs``: posterior or VI draws through :func:`bnnkit.predict.predict`,
-    MC-dropout networks (:class:`DropoutDraws`) through their own masks (the same mixture)."""
-    if isinstance(draws, DropoutDraws):
-        return draws.result.predict(inputs, num_samples=draws.num, seed=draws.seed)
+    """The predictive at ``inputs``: every method's draws are a :class:`~bnnkit.Samples` (MC
+    dropout's masks folded into the weights), so this is :func:`bnnkit.predict.predict`."""
     return predict(post, draws, inputs)
 
 
@@ -149,7 +133,7 @@ def _choose_step(rows: Sequence[dict[str, Any]]) -> float:
 def _run_method(method: str, data: Any, cfg: dict, noise: float, gp: Any, seed: int, progress: bool):
     """Draws (or VI draws) of one method on one split; returns (posterior, draws).
 
-    ``draws`` is a :class:`~bnnkit.Samples` (:class:`DropoutDraws` for mcdropout); pass both to
+    ``draws`` is a :class:`~bnnkit.Samples`; pass both to
     :func:`predictive`.  The modules' initial weights come from the global RNG seeded with
     ``seed`` in a fork (chains start from prior draws anyway); the caller's random state is left
     alone, and everything else draws from explicit generators."""
@@ -245,7 +229,8 @@ def _run_method_seeded(method: str, data: Any, cfg: dict, noise: float, gp: Any,
             lr_decay=c["lr_decay"],
         )
         res = fit.fit(post, (x, y), seed=seed, progress=progress)
-        return post, DropoutDraws(res, c["draws"], seed)
+        # the masks written into the weights they feed: draws that predict() takes as they are
+        return post, res.sample(c["draws"], seed=seed)
     if method == "ensemble":
         c = cfg["ensemble"]
         post = Posterior(net, Gaussian(noise), GaussianPrior(cfg["prior_scale"]), num_data=n)
