@@ -5,6 +5,8 @@
 ``X_M``; :class:`MeasurementPoints` draws a fresh ``X_M`` at each step.
 :class:`FunctionalPosterior` puts the two together with a likelihood, and :class:`FSGLD` /
 :class:`FSGHMC` sample it (``docs/fsgmcmc_design.md`` in the repository has the derivation).
+``FunctionalPosterior(..., prior_form=Vecchia())`` is the cheap form: a fixed pool whose GP marginal
+is replaced by its Vecchia factorisation, a few factors per step (:mod:`bnnkit.functional.vecchia`).
 """
 
 from .algorithms import FSGHMC, FSGLD
@@ -13,6 +15,7 @@ from .gp_prior import GPPrior
 from .kernels import KERNEL_NAMES, kernel_hyperparameters, make_kernel
 from .measurement import BoundMeasurementPoints, FixedMeasurementPoints, MeasurementPoints, dedupe_rows
 from .posterior import FunctionalPosterior
+from .vecchia import Vecchia, VecchiaFactors
 
 __all__ = [
     "FunctionalPosterior",
@@ -27,4 +30,6 @@ __all__ = [
     "BoundMeasurementPoints",
     "FixedMeasurementPoints",
     "dedupe_rows",
+    "Vecchia",
+    "VecchiaFactors",
 ]
