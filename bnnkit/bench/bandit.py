@@ -118,7 +118,7 @@ from .models import mlp
 from .records import append_record, read_records, start_records
 
 # Appended, never reordered: a method's agent generator is make_generator(seed, 2 + its index).
-METHODS = ("sgld", "fsgld", "bbb", "greedy0", "greedy1", "greedy5", "sghmc", "fsghmc", "fbnn")
+METHODS = ("sgld", "fsgld", "bbb", "greedy0", "greedy1", "greedy5", "sghmc", "fsghmc", "fbnn", "laplace")
 GREEDY_EPSILON = {"greedy0": 0.0, "greedy1": 0.01, "greedy5": 0.05}
 PATTERNS = (0.4, 0.5, 0.6)
 SEEDS = (0, 1, 2)
@@ -154,6 +154,7 @@ DEFAULTS: dict[str, Any] = {
     "fbnn_function_samples": 10,
     "greedy_lr": 3e-3,
     "greedy_weight_decay": 1e-4,
+    "laplace_every": 50,  # interactions between refits of the last-layer Laplace
     "curve_points": 200,
 }
 QUICK: dict[str, Any] = {"hidden": 20}
@@ -418,6 +419,41 @@ class _GreedyAgent:
         return all(bool(torch.isfinite(p).all()) for p in self.net.parameters())
 
 
+class _LaplaceAgent(_GreedyAgent):
+    """Thompson sampling from a last-layer Laplace posterior around the greedy agent's network.
+
+    The network is trained as greedy0's (Adam on the squared error); every ``laplace_every``
+    interactions a :class:`~bnnkit.Laplace` (last layer, full GGN, the bandit's noise and weight
+    prior, no evidence tuning: a refit must stay cheap) is fitted around its current weights on
+    the whole buffer, and each action uses one draw of the last layer from it (the chain's
+    generator), the rest of the network at its trained weights.
+    """
+
+    def __init__(self, posterior: Any, net: torch.nn.Module, cfg: dict):
+        super().__init__(net, 0.0, cfg)
+        self.posterior = posterior
+        self.every = cfg["laplace_every"]
+        self.calls = 0
+        self.draw: Callable[[int, torch.Generator], dict[str, Tensor]] | None = None
+
+    def update(self, buf: Buffer, cfg: dict, gen: torch.Generator) -> None:
+        super().update(buf, cfg, gen)
+        if self.calls % self.every == 0:
+            from ..laplace import Laplace
+
+            data = (buf.x[: buf.size], buf.y[: buf.size])
+            la = Laplace(self.posterior, subset="last_layer", structure="full")
+            self.draw = la.fit(data, map="module").init(draw=True)
+        self.calls += 1
+
+    def act(self, context: Tensor, gen: torch.Generator) -> int:
+        if self.draw is None:  # before the first interaction: the untrained network
+            return super().act(context, gen)
+        with torch.no_grad():
+            f = self.posterior.forward(self.draw(0, gen), _both_actions(context[None]))
+        return int(f.reshape(-1).argmax())
+
+
 def _hmc_like(kind: Any, momentum_decay: float) -> Callable[[float], Any]:
     """``eps -> (f)SGHMC`` whose drift matches (f)SGLD's at step ``eps``.
 
@@ -447,6 +483,8 @@ def _make_agent(method: str, d: int, cfg: dict, seed: int, blocks: list[tuple[in
     lik = Gaussian(cfg["noise"])
     scales = {k: v for k, v in cfg["prior_scales"].items() if k != "default"}
     prior = GaussianPrior(cfg["prior_scales"]["default"], scales=scales)
+    if method == "laplace":
+        return _LaplaceAgent(Posterior(net, lik, prior), net, cfg)
     if method == "bbb":
         return _BBBAgent(Posterior(net, lik, prior, num_data=1), cfg)
     if family(method) == "sg":
@@ -902,6 +940,9 @@ def _report(
         "Adam on -(n/M E_q log p(batch) - KL)/n, Thompson draw = one draw of all weights from q",
         "greedy": "same network and initial weights, Adam with weight decay on the squared error; "
         "epsilon 0, 0.01, 0.05",
+        "laplace": f"greedy0's network; every {cfg['laplace_every']} interactions a last-layer full-GGN Laplace "
+        "(the noise and weight prior above, no evidence tuning) around its weights on the whole buffer; "
+        "Thompson draw = one draw of the last layer",
         "randomness": "mushrooms make_generator(seed, 0), poison outcomes make_generator(seed, 1), agent "
         "make_generator(seed, 2 + index of the method in METHODS); initial weights: PyTorch's default init "
         "under the global CPU RNG seeded with seed, in a fork (global_rng_seeded(seed))",
@@ -938,6 +979,7 @@ COLOURS = {
     "sghmc": "tab:olive",
     "fsghmc": "tab:cyan",
     "fbnn": "tab:pink",
+    "laplace": "tab:gray",
 }
 
 

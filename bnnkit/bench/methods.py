@@ -7,6 +7,7 @@ Families:
 * ``"fsg"``: functional SG-MCMC with the fitted GP prior (fSGLD, fSGHMC);
 * ``"nuts"``: full-batch NUTS (UCI only);
 * ``"vi"``: the variational and optimisation baselines (BBB, FBNN, MC dropout, deep ensemble);
+* ``"laplace"``: the Laplace approximation around a MAP (:class:`~bnnkit.Laplace`), GLM predictive;
 * ``"greedy"``: epsilon-greedy agents (the bandit only).
 
 Which methods a benchmark offers, and in what order, stays with the benchmark (``METHODS`` of
@@ -30,6 +31,7 @@ FAMILY: dict[str, str] = {
     "fbnn": "vi",
     "mcdropout": "vi",
     "ensemble": "vi",
+    "laplace": "laplace",
     "greedy0": "greedy",
     "greedy1": "greedy",
     "greedy5": "greedy",

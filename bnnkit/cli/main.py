@@ -64,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     uci.add_argument(
         "--methods",
         default="sgld,sghmc,fsgld,fsghmc",
-        help="comma-separated, from sgld,sghmc,asghmc,fsgld,fsghmc,nuts,bbb,fbnn,mcdropout,ensemble "
+        help="comma-separated, from sgld,sghmc,asghmc,fsgld,fsghmc,nuts,bbb,fbnn,mcdropout,ensemble,laplace "
         "(hmc: an alias of nuts) (default: %(default)s)",
     )
     uci.add_argument("--splits", type=int, default=10, help="run splits 0..SPLITS-1 (default: %(default)s)")
@@ -120,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     img.add_argument(
         "--methods",
         default="sghmc,sgld,fsghmc,fsgld,bbb",
-        help="comma-separated, from sghmc,sgld,fsghmc,fsgld,bbb,fbnn,mcdropout,ensemble (default: %(default)s)",
+        help="comma-separated, from sghmc,sgld,asghmc,fsghmc,fsgld,bbb,fbnn,mcdropout,ensemble,laplace (default: %(default)s)",
     )
     img.add_argument("--quick", action="store_true", help="600 training images, short runs: a smoke test")
     img.add_argument("--data", default=None, help="data directory (default: $BNNKIT_DATA or the user cache)")
@@ -140,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     ban.add_argument(
         "--methods",
         default=None,
-        help="comma-separated (default: all: sgld,fsgld,bbb,greedy0,greedy1,greedy5,sghmc,fsghmc,fbnn)",
+        help="comma-separated (default: all: sgld,fsgld,bbb,greedy0,greedy1,greedy5,sghmc,fsghmc,fbnn,laplace)",
     )
     ban.add_argument("--patterns", default=None, help="poison probabilities, e.g. 0.4,0.5,0.6 (the default)")
     ban.add_argument("--seeds", default=None, help="e.g. 0,1,2 (the default)")

@@ -369,3 +369,24 @@ def test_the_report_is_rebuilt_from_records_of_separate_commands(tmp_path):
         _short(tmp_path / "r", from_runs=tmp_path / "nope.jsonl")
     with pytest.raises(BnnkitError, match="pass one"):
         _short(tmp_path / "r", from_runs=both, resume=True)
+
+
+@needs_data
+def test_laplace_agent_refits_on_the_buffer_and_thompson_samples(tmp_path):
+    # 60 interactions, refit every 20: three last-layer Laplace fits; same seed, same play
+    kw = dict(
+        methods=("laplace",),
+        patterns=(0.5,),
+        seeds=(0,),
+        steps=60,
+        root=str(DATA),
+        quick=True,
+        progress=False,
+        log=quiet,
+        config={"laplace_every": 20},
+    )
+    a = run_bandit(out=tmp_path / "a", **kw)
+    b = run_bandit(out=tmp_path / "b", **kw)
+    assert [r["final_realised_regret"] for r in a["runs"]] == [r["final_realised_regret"] for r in b["runs"]]
+    assert a["summary"]["0.5"]["laplace"]["final_expected_regret_mean"] >= 0
+    assert "last-layer full-GGN Laplace" in a["protocol"]["laplace"]

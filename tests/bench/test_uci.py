@@ -73,7 +73,7 @@ def test_uci_second_run_gives_the_same_numbers(tmp_path):
 
 
 def test_unknown_method_is_refused(tmp_path):
-    with pytest.raises(BnnkitError, match="unknown method.*ensemble, hmc"):
+    with pytest.raises(BnnkitError, match="unknown method.*ensemble, laplace, hmc"):
         run_uci(["boston"], ["sgd"], out=tmp_path)
 
 

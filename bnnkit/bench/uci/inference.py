@@ -7,6 +7,7 @@ the loop over data sets, splits and methods is :mod:`~bnnkit.bench.uci.runner`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -17,6 +18,7 @@ from ...core.errors import BnnkitError
 from ...core.posterior import Posterior
 from ...core.random import global_rng_seeded
 from ...data.minibatch import Minibatches
+from ...laplace import Laplace, fit_laplace
 from ...likelihoods import Gaussian
 from ...predict import predict
 from ...priors import GaussianPrior
@@ -27,8 +29,11 @@ from .protocol import METHODS, _epochs, default_step_size, friction
 
 
 def predictive(post: Any, draws: Any, inputs: torch.Tensor) -> Any:
-    """The predictive at ``inputs``: every method's draws are a :class:`~bnnkit.Samples` (MC
-    dropout's masks folded into the weights), so this is :func:`bnnkit.predict.predict`."""
+    """The predictive at ``inputs``: :func:`bnnkit.predict.predict` of the draws (a
+    :class:`~bnnkit.Samples` for every sampler and VI method; MC dropout's masks are folded into
+    the weights), or a :class:`~bnnkit.Laplace`'s linearised (GLM) predictive."""
+    if isinstance(draws, Laplace):
+        return draws.predict(inputs)
     return predict(post, draws, inputs)
 
 
@@ -244,4 +249,20 @@ def _run_method_seeded(method: str, data: Any, cfg: dict, noise: float, gp: Any,
             lr_decay=c["lr_decay"],
         )
         return post, fit.fit(post, (x, y), seed=seed, progress=progress)
+    if method == "laplace":
+        c = cfg["laplace"]
+        post = Posterior(net, Gaussian(noise), GaussianPrior(cfg["prior_scale"]), num_data=n)
+        steps = _epochs(c, n, cfg) * math.ceil(n / min(cfg["batch_size"], n))
+        la, _ = fit_laplace(
+            post,
+            (x, y),
+            subset=c["subset"],
+            structure=c["structure"],
+            steps=steps,
+            lr=c["lr"],
+            batch_size=min(cfg["batch_size"], n),
+            num_samples=1,  # the table uses the GLM predictive; draws are for the user
+            seed=seed,
+        )
+        return la.posterior, la
     raise BnnkitError(f"unknown method {method!r}; choose from {', '.join(METHODS)}.")

@@ -67,7 +67,7 @@ from typing import Any
 from ...core.errors import BnnkitError
 from ..methods import MOMENTUM, methods_of
 
-METHODS = ("sgld", "sghmc", "asghmc", "fsgld", "fsghmc", "nuts", "bbb", "fbnn", "mcdropout", "ensemble")
+METHODS = ("sgld", "sghmc", "asghmc", "fsgld", "fsghmc", "nuts", "bbb", "fbnn", "mcdropout", "ensemble", "laplace")
 # Other names accepted by --methods: the issue calls the gold standard "hmc"; what runs is NUTS.
 ALIASES = {"hmc": "nuts"}
 SG_METHODS = methods_of("sg", "fsg")  # sgld, sghmc, fsgld, fsghmc
@@ -177,6 +177,12 @@ class UCIProtocol:
         anchored=True,
         init="module",
     )
+    # Laplace: a MAP by Adam with one ensemble member's budget (constant lr), KFAC GGN over all
+    # weights (a full GGN of the 2 x 100 network would be an 11k x 11k matrix), prior precision
+    # and noise by the Laplace evidence, the linearised (GLM) predictive in closed form.
+    laplace: Mapping[str, Any] = _table(
+        epochs=300, max_steps=100_000, lr=1e-2, subset="all", structure="kron", draws=100
+    )
     gp_fit_steps: int = 300
     gp_fit_max_points: int = GP_FIT_MAX_POINTS
     # the samplers' likelihood: starting noise sd and the Gamma(shape, rate) prior of its precision
@@ -222,6 +228,7 @@ QUICK = {
     "fbnn": {"epochs": 2, "lr": 1e-2, "lr_decay": None, "draws": 20, "function_samples": 10, "uniform": 8},
     "mcdropout": {"p": 0.05, "epochs": 5, "lr": 1e-2, "lr_decay": None, "draws": 20},
     "ensemble": {"members": 3, "epochs": 5, "lr": 1e-2, "lr_decay": None, "anchored": True, "init": "module"},
+    "laplace": {"epochs": 5, "lr": 1e-2, "subset": "all", "structure": "kron", "draws": 20},
     "gp_fit_steps": 30,
     "max_rows": 200,
     "tune": QUICK_TUNE,
