@@ -88,9 +88,23 @@ def compute(
             )
         cols = [scaled(torch.eye(P, dtype=b.dtype)[:, i : i + 512]) for i in range(0, P, 512)]
         H = torch.cat(cols, 1)
-        e, U = torch.linalg.eigh(0.5 * (H + H.T))
+        e, U = _eigh(0.5 * (H + H.T))
         return Eigen(U, e, b, "full")
     return _lowrank(scaled, P, rank, b, gen)
+
+
+def _eigh(H: Tensor) -> tuple[Tensor, Tensor]:
+    """Eigenpairs of the symmetric PSD ``H``, in float64: LAPACK's float32 ``syevd`` fails to
+    converge on the near-singular curvature of networks with many dead or repeated features
+    (measured: the bandit's last layer on one-hot contexts); a relative jitter is the fallback."""
+    Hd = H.double()
+    try:
+        e, U = torch.linalg.eigh(Hd)
+    except torch.linalg.LinAlgError:
+        jitter = 1e-10 * float(Hd.diagonal().abs().max().clamp_min(1.0))
+        e, U = torch.linalg.eigh(Hd + jitter * torch.eye(Hd.shape[0], dtype=Hd.dtype))
+        e = e - jitter
+    return e.clamp_min(0).to(H.dtype), U.to(H.dtype)
 
 
 def _lowrank(scaled, P: int, rank: int, b: Tensor, gen: torch.Generator) -> Eigen:
