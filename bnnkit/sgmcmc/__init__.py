@@ -6,6 +6,7 @@ All run through :func:`bnnkit.sample` with a minibatch stream as ``data``
 """
 
 from .adaptive import AdaptiveSGHMC
+from .fused import Fused, FusedKernel, run_fused
 from .psgld import PreconditionedSGLD
 from .schedules import Constant, CosineCycle, PolynomialDecay
 from .sghmc import SGHMC, CyclicalSGHMC
@@ -13,6 +14,9 @@ from .sgld import SGLD, CyclicalSGLD
 
 __all__ = [
     "AdaptiveSGHMC",
+    "Fused",
+    "FusedKernel",
+    "run_fused",
     "SGLD",
     "SGHMC",
     "CyclicalSGLD",

@@ -1,0 +1,93 @@
+"""bnnkit's own cases for ``../shared/tools/peers_bench.py --plugin benchmarks/peers_plugin.py``.
+
+Timed in the same round-robin as the peers' floors, on their workload (the same model, initial
+weights and 16 pre-sliced minibatches of 32 rows, N = 506, sigma = 1, N(0, 1) prior), so each
+case's ``x floor a`` is a same-run ratio:
+
+- ``bnnkit_{sgld,sghmc}_eager``: ``kernel.step`` of the step-at-a-time path;
+- ``bnnkit_{sgld,sghmc}_compiled``: the same on the compiled target (``compile=True``);
+- ``bnnkit_{sgld,sghmc}_fused_T{T}``: :meth:`bnnkit.sgmcmc.FusedKernel.run_block`, ``T`` steps
+  per call (``T`` gradient evaluations), the block's minibatches and normals drawn from the
+  generator in the step-at-a-time order, then one compiled ``scan``.
+
+SGLD uses ``eps = 2 lr`` (bnnkit's ``w + eps/2 g + sqrt(eps) xi`` is the peers' ``w + lr g +
+sqrt(2 lr) xi``).  ``BNNKIT_FUSED_BLOCKS`` (e.g. ``"8 32 128"``) sets the block sizes.
+Compile times (the first call) go into each case's note.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import time
+
+
+class _Cycle:
+    """A minibatch stream over the peers' pre-sliced minibatches (no random numbers drawn)."""
+
+    def __init__(self, mbs):
+        self.mbs, self.i = mbs, 0
+
+    def next(self, gen):
+        b = self.mbs[self.i % len(self.mbs)]
+        self.i += 1
+        return b
+
+    def state_dict(self):
+        return {"i": self.i}
+
+    def load_state_dict(self, state):
+        self.i = state["i"]
+
+
+def cases(ctx):
+    import bnnkit
+    from bnnkit.sgmcmc import Fused
+
+    blocks = [int(b) for b in os.environ.get("BNNKIT_FUSED_BLOCKS", "8 32 128").split()]
+    n = ctx.X.shape[0]
+    post = bnnkit.Posterior(
+        copy.deepcopy(ctx.model), bnnkit.Gaussian(ctx.sigma), bnnkit.GaussianPrior(ctx.prior_std), num_data=n
+    )
+    target = post.target()
+    x0 = ctx.flat0.clone()
+    algs = {"sgld": bnnkit.SGLD(2 * ctx.lr), "sghmc": bnnkit.SGHMC(1e-3, friction=10.0)}
+    out = []
+    compiled = target.compiled()
+    t0 = time.perf_counter()
+    compiled.value_and_grad(x0, ctx.mb(0))
+    first_compiled = time.perf_counter() - t0
+    for name, alg in algs.items():
+        for label, tg in (("eager", target), ("compiled", compiled)):
+            kernel = alg.build(tg)
+            st = {"s": kernel.init(x0, ctx.mb(0))}
+
+            def step(i, kernel=kernel, st=st):
+                st["s"], _ = kernel.step(st["s"], ctx.mb(i), ctx.generator)
+
+            note = f"bnnkit {label} kernel.step"
+            if label == "compiled":
+                note += f"; first call {first_compiled:.1f} s"
+            out.append(dict(name=f"bnnkit_{name}_{label}", section="p", fn=step, grads=1, note=note))
+        fk = Fused(alg, block=max(blocks)).build(post)
+        for T in blocks:
+            stream = _Cycle(ctx.minibatches)
+            st = {"s": fk.init(x0, ctx.mb(0))}
+            t0 = time.perf_counter()
+            st["s"] = fk.run_block(st["s"], stream, ctx.generator, T).state
+            first = time.perf_counter() - t0
+
+            def block(i, fk=fk, st=st, stream=stream, T=T):
+                st["s"] = fk.run_block(st["s"], stream, ctx.generator, T).state
+
+            out.append(
+                dict(
+                    name=f"bnnkit_{name}_fused_T{T}",
+                    section="p",
+                    fn=block,
+                    grads=T,
+                    calls_div=T,
+                    note=f"bnnkit Fused({name}, block={T}).run_block (scan); first call {first:.1f} s",
+                )
+            )
+    return out

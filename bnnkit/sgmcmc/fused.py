@@ -1,0 +1,604 @@
+"""Fused multi-step SG-MCMC: one compiled call runs a block of ``T`` SGLD / SGHMC steps.
+
+The step-at-a-time path (:func:`bnnkit.sample`) calls ``kernel.step`` from Python once per step;
+at BNN-benchmark sizes the Python and dispatch between steps costs as much as the arithmetic.
+Here the driver-side Python runs once per *block*:
+
+1. **Randomness up front, in the step-at-a-time order.**  For each step ``t`` of the block the
+   minibatch rows are drawn from the chain's own ``torch.Generator`` and then, if the step
+   injects noise, ``xi_t ~ N(0, I)`` from the same generator, one ``randn(D)`` per step: exactly
+   the calls, in exactly the order, that the driver and ``kernel.step`` make.  So the explicit-
+   seed contract holds (same seed, same chain) and the fused chain equals the step-at-a-time
+   chain to float rounding (the compiled gradient rounds differently from the eager one).
+2. **One compiled call per block.**  The ``T`` steps run inside ``torch.compile`` as a
+   ``torch._higher_order_ops.scan`` over the stacked minibatches ``[T, M, ...]``, step sizes
+   ``[T]`` and normals ``[T, D]``: the loop is compiled once, not unrolled, so the compile time
+   does not grow with ``T`` (measured in ``benchmarks/bench_fused.py``).  The log density inside
+   the scan must be a pure function; for an MLP :class:`~bnnkit.Posterior` it is rebuilt from
+   the flat parameters (``F.linear`` + activation per layer, the posterior's own likelihood and
+   prior log densities), since the posterior's fast module call swaps parameters into the module
+   (a side effect ``scan`` refuses).  Other posteriors fall back to an unrolled loop
+   (``loop="unroll"``: compile time grows with ``T``, keep blocks short).
+3. **Thinning after the call.**  The scan returns every step's position ``[T, D]`` and
+   log density; the block keeps the rows the caller asks for (``keep``).
+
+Updates, with ``g_t`` the minibatch estimate of the log-posterior gradient at ``w_t`` (the
+``N / M`` scaling is in the posterior) and ``xi_t ~ N(0, I)`` (zero in the exploration stage of a
+cyclical schedule):
+
+SGLD (:class:`~bnnkit.sgmcmc.SGLD`)::
+
+    w_{t+1} = w_t + (eps_t / 2) g_t + sqrt(eps_t T) xi_t
+
+SGHMC (:class:`~bnnkit.sgmcmc.SGHMC`, scalar mass ``m``, constant noise estimate ``B``)::
+
+    r_{t+1} = (1 - eps_t C / m) r_t + eps_t g_t + sqrt(2 eps_t T (C - B)) xi_t
+    w_{t+1} = w_t + (eps_t / m) r_{t+1}
+
+Not fused (a :class:`~bnnkit.core.errors.BnnkitError` says so): ``gibbs_every``,
+``noise_estimate="online"``, ``resample_momentum_every``, a tensor mass, stochastic gradients
+(functional priors), other algorithms (pSGLD, adaptive SGHMC, HMC, ...).
+
+Entry points: :class:`Fused` (``Fused(SGLD(1e-4), block=64).build(target_or_posterior)`` gives a
+:class:`FusedKernel` whose :meth:`FusedKernel.run_block` a driver calls once per block) and
+:func:`run_fused` (a whole single-chain run with the driver's conventions: warm-up, thinning,
+explicit generator).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..core.errors import BnnkitError, DivergenceError, check_int_at_least
+from ..core.module_call import ACTIVATION_BACKWARD, sequential_layers
+from ..core.target import Target
+from ..core.types import Batch
+from .sghmc import SGHMC, SGHMCState
+from .sgld import SGLD, SGLDState
+
+DEFAULT_BLOCK = 64  # steps per compiled call: amortises the per-call cost; memory T * D per block
+
+_LOOPS = ("scan", "unroll", "eager")
+
+
+class BlockOutput(NamedTuple):
+    """What one block returns: the state after its last step and the kept steps' draws.
+
+    ``positions`` is ``[len(keep), D]``; ``log_density`` and ``step_size`` are ``[len(keep)]``:
+    each kept step's minibatch log density at the position *before* the step and its step size,
+    as :class:`~bnnkit.sgmcmc.common.SGInfo` reports them step by step.
+    """
+
+    state: Any
+    positions: Tensor
+    log_density: Tensor
+    step_size: Tensor
+    num_steps: int
+    num_finite: int  # leading steps whose position and log density are finite (< num_steps: diverged)
+
+
+class FusedRun(NamedTuple):
+    """A whole fused run: kept draws ``[num_samples, D]``, their stats, the final state."""
+
+    positions: Tensor
+    stats: dict[str, Tensor]
+    state: Any
+
+
+# --------------------------------------------------------------------------- pure log densities
+def _mlp_log_prob(posterior: Any) -> Callable[[Tensor, Batch], Tensor] | None:
+    """A side-effect-free log density of an MLP posterior (``Sequential`` of ``Linear`` and
+    tanh / sigmoid / ReLU), or None where the posterior is something else.
+
+    Same value as ``posterior.log_prob_flat``: ``(N/M) log p(y | f(x; w)) + log p(w)``, with the
+    forward written on views of the flat ``w`` instead of swapping them into the module.
+    """
+    if getattr(posterior, "d_net", None) != getattr(getattr(posterior, "view", None), "size", -1):
+        return None  # extras (a learnt noise or prior scale)
+    chain = sequential_layers(posterior.module)
+    if chain is None:
+        return None
+    view = posterior.view
+    layers: list[tuple[slice, tuple[int, int], slice | None, Callable | None]] = []
+    used: list[str] = []
+    for prefix, m in chain:
+        if type(m) is nn.Linear:
+            wn, bn = prefix + "weight", prefix + "bias"
+            if wn not in view.names or (m.bias is not None and bn not in view.names):
+                return None
+            used += [wn] + ([bn] if m.bias is not None else [])
+            b = view.slice(bn) if m.bias is not None else None
+            layers.append((view.slice(wn), (m.out_features, m.in_features), b, None))
+        elif type(m) in ACTIVATION_BACKWARD and layers and layers[-1][3] is None:
+            w, shape, b, _ = layers[-1]
+            layers[-1] = (w, shape, b, ACTIVATION_BACKWARD[type(m)][0])
+        elif type(m) is nn.Identity:
+            continue
+        else:
+            return None
+    if not layers or sorted(used) != sorted(view.names):
+        return None
+    likelihood, prior, num_data = posterior.likelihood, posterior.bound_prior, posterior.num_data
+
+    def log_prob(x: Tensor, batch: Batch) -> Tensor:
+        inputs, targets = batch
+        h = inputs.to(x.dtype)
+        for w, shape, b, act in layers:
+            h = F.linear(h, x[w].view(shape), None if b is None else x[b])
+            if act is not None:
+                h = act(h)
+        ll = likelihood.log_prob(h, targets, {})
+        if num_data is not None:
+            ll = ll * (num_data / inputs.shape[0])
+        return ll + prior.log_prob(x, {})
+
+    return log_prob
+
+
+def _pure_log_prob(model: Any) -> tuple[Target, Callable[[Tensor, Batch], Tensor], bool]:
+    """The target, a log density to differentiate inside the block, and whether that log density
+    is free of side effects (so it may run inside ``scan``)."""
+    from ..core.posterior import Posterior
+
+    if isinstance(model, Posterior):
+        target = model.target()
+        pure = _mlp_log_prob(model)
+        if pure is not None:
+            return target, pure, True
+        return target, target.log_prob, False
+    if isinstance(model, Target):
+        # A user's log density through FlatView.unravel is pure; a custom Target is trusted.
+        return model, model.log_prob, True
+    raise BnnkitError(
+        f"the fused loop samples a bnnkit.Posterior or a Target, got {type(model).__name__}; wrap a log "
+        "density with bnnkit.core.target.as_target(log_density, example_params)."
+    )
+
+
+# --------------------------------------------------------------------------- the algorithms
+@dataclass(frozen=True)
+class _Update:
+    """An algorithm's update as pure tensor code: carry = (x,) or (x, r)."""
+
+    kind: str  # "sgld" | "sghmc"
+    temperature: float
+    friction: float = 0.0
+    mass: float = 1.0
+    noise_b: float = 0.0
+
+
+def _check_supported(algorithm: Any) -> _Update:
+    name = type(algorithm).__name__
+    if isinstance(algorithm, SGLD):
+        if algorithm.gibbs_every is not None:
+            raise BnnkitError(
+                "the fused loop does not run SGLD with gibbs_every (Gibbs hyperparameter draws)."
+            )
+        return _Update("sgld", float(algorithm.temperature))
+    if isinstance(algorithm, SGHMC):
+        why = None
+        if algorithm.gibbs_every is not None:
+            why = "gibbs_every (Gibbs hyperparameter draws)"
+        elif algorithm.noise_estimate == "online":
+            why = "noise_estimate='online'"
+        elif algorithm.resample_momentum_every is not None:
+            why = "resample_momentum_every"
+        elif isinstance(algorithm.mass, Tensor):
+            why = "a tensor mass"
+        if why is not None:
+            raise BnnkitError(
+                f"the fused loop does not yet run SGHMC with {why}; use the step-at-a-time path "
+                "(bnnkit.sample) for it."
+            )
+        return _Update(
+            "sghmc",
+            float(algorithm.temperature),
+            float(algorithm.friction),
+            float(algorithm.mass),
+            float(algorithm.noise_estimate),
+        )
+    raise BnnkitError(
+        f"the fused loop runs SGLD and SGHMC (incl. their cyclical variants), not {name}; use bnnkit.sample "
+        "for it."
+    )
+
+
+def _make_step(upd: _Update, grad_and_value: Callable) -> Callable:
+    """One step as a pure function ``(carry, xs) -> (carry, (position, log_density))``.
+
+    ``xs = (batch, eps, noise_scale, xi)``: the step's minibatch, its step size, the injected
+    noise's standard deviation (0 where the schedule injects none) and ``xi ~ N(0, I)``:
+
+        SGLD   w' = w + (eps / 2) g + sqrt(eps T) xi
+        SGHMC  r' = (1 - eps C / m) r + eps g + sqrt(2 eps T (C - B)) xi,  w' = w + (eps / m) r'
+    """
+    if upd.kind == "sgld":
+
+        def step(carry, xs):
+            (x,) = carry
+            batch, eps, scale, xi = xs
+            g, lp = grad_and_value(x, batch)
+            x_new = x + (0.5 * eps) * g + scale * xi
+            return (x_new,), (x_new.clone(), lp)
+
+        return step
+
+    c, m = upd.friction, upd.mass
+
+    def step_hmc(carry, xs):
+        x, r = carry
+        batch, eps, scale, xi = xs
+        g, lp = grad_and_value(x, batch)
+        r_new = r * (1.0 - eps * (c / m)) + eps * g + scale * xi
+        x_new = x + (eps / m) * r_new
+        return (x_new, r_new), (x_new.clone(), lp)
+
+    return step_hmc
+
+
+def _noise_scale(upd: _Update, eps: float) -> float:
+    if upd.kind == "sgld":
+        return math.sqrt(eps * upd.temperature)
+    return math.sqrt(2.0 * eps * upd.temperature * (upd.friction - upd.noise_b))
+
+
+# --------------------------------------------------------------------------- the fused kernel
+@dataclass(frozen=True)
+class Fused:
+    """An SG-MCMC algorithm run ``block`` steps per compiled call.
+
+    Args:
+        algorithm: :class:`~bnnkit.sgmcmc.SGLD` or :class:`~bnnkit.sgmcmc.SGHMC` (incl. the
+            cyclical variants; see the module docstring for the options not fused).
+        block: steps per call (default 64).  With ``loop="scan"`` the compile time does not
+            depend on it; the block's positions ``[block, D]`` are held in memory at once.
+        loop: ``"scan"`` (default: ``torch.compile`` of a ``scan`` over the block), ``"unroll"``
+            (``torch.compile`` of a Python loop: compile time grows with ``block``), or
+            ``"eager"`` (no compilation: the same block code step by step, for tests and
+            debugging).  ``"scan"`` needs a side-effect-free log density and falls back to
+            ``"unroll"`` for posteriors other than MLPs.
+        cpp_wrapper: compile the scan with Inductor's C++ wrapper (``loop="scan"`` only).  On a
+            CPU Inductor runs the scan as a loop in its generated wrapper code; in the default
+            Python wrapper that loop costs tens of microseconds per step, which the C++ wrapper
+            removes (measured 100 -> 57 us per step on the benchmark MLP), at the price of a
+            longer first compile (a C++ build, about 10-15 s).
+    """
+
+    algorithm: Any
+    block: int = DEFAULT_BLOCK
+    loop: str = "scan"
+    cpp_wrapper: bool = True
+
+    def __post_init__(self) -> None:
+        check_int_at_least("block", self.block, 1)
+        if self.loop not in _LOOPS:
+            raise BnnkitError(f"loop must be one of {_LOOPS}, got {self.loop!r}.")
+        _check_supported(self.algorithm)
+
+    @property
+    def name(self) -> str:
+        return self.algorithm.name
+
+    def config(self) -> dict:
+        return {
+            **self.algorithm.config(),
+            "fused_block": self.block,
+            "fused_loop": self.loop,
+            "fused_cpp_wrapper": self.cpp_wrapper,
+        }
+
+    def build(self, model: Any) -> FusedKernel:
+        """Build against a :class:`~bnnkit.Posterior` or a :class:`~bnnkit.core.target.Target`."""
+        return FusedKernel(self, model)
+
+
+class FusedKernel:
+    """A built :class:`Fused`: ``init`` as the algorithm's kernel, and :meth:`run_block`."""
+
+    def __init__(self, fused: Fused, model: Any):
+        self.fused = fused
+        self.update = _check_supported(fused.algorithm)
+        target, log_prob, pure = _pure_log_prob(model)
+        if target.stochastic_grad is not None:
+            raise BnnkitError(
+                "the fused loop does not run targets with a stochastic gradient (functional priors) yet."
+            )
+        self.target = target
+        self.kernel = fused.algorithm.build(target)  # init, and the reference step-at-a-time path
+        self.schedule = fused.algorithm.step_size
+        loop = fused.loop
+        if loop == "scan" and not pure:
+            loop = "unroll"
+        self.loop = loop
+        step = _make_step(self.update, torch.func.grad_and_value(log_prob))
+        self._step = step
+
+        def unrolled(carry, batches, eps, scale, xi):
+            xs, lps = [], []
+            for t in range(eps.shape[0]):
+                carry, (x, lp) = step(carry, (_index(batches, t), eps[t], scale[t], xi[t]))
+                xs.append(x)
+                lps.append(lp)
+            return carry, torch.stack(xs), torch.stack(lps)
+
+        if loop == "eager":
+            self._block = unrolled
+        elif loop == "unroll":
+            self._block = torch.compile(unrolled, dynamic=False)
+        else:
+            from torch._higher_order_ops.scan import scan
+
+            def scanned(carry, batches, eps, scale, xi):
+                carry, (xs, lps) = scan(step, carry, (batches, eps, scale, xi))
+                return carry, xs, lps
+
+            options = {"cpp_wrapper": True} if fused.cpp_wrapper else None
+            self._block = torch.compile(scanned, dynamic=False, fullgraph=True, options=options)
+
+    def init(self, position: Tensor, batch: Batch) -> Any:
+        return self.kernel.init(position, batch)
+
+    def draw_block(self, batches: Any, gen: torch.Generator, start: int, num_steps: int, like: Tensor):
+        """The block's minibatches, step sizes, noise scales, normals and collect flags, drawn
+        in the step-at-a-time order: per step, the minibatch, then ``xi`` if the step is noisy."""
+        sched, upd = self.schedule, self.update
+        rows = getattr(batches, "indices", None)
+        gather = (
+            rows is not None
+            and hasattr(batches, "tensors")
+            and not getattr(batches, "_full", True)
+            and type(batches).next is _minibatches_next()
+        )
+        idx: list[Tensor] = []
+        stream: list[Batch] = []
+        eps, scale, collect = [], [], []
+        # Normals written in place: one randn(D) per noisy step, as kernel.step draws them.
+        xi = torch.empty((num_steps, *like.shape), dtype=like.dtype, device=like.device)
+        for j, t in enumerate(range(start, start + num_steps)):
+            if gather:
+                idx.append(rows.next(gen))
+            else:
+                stream.append(batches.next(gen))
+            e = sched(t)
+            noisy = sched.sampling(t)
+            eps.append(e)
+            collect.append(noisy)
+            if noisy:
+                scale.append(_noise_scale(upd, e))
+                torch.randn(like.shape, generator=gen, out=xi[j])
+            else:
+                scale.append(0.0)
+                xi[j].zero_()
+        if gather:
+            segments = _segments([i.shape[0] for i in idx])
+            data = []
+            for a, b in segments:
+                i = torch.cat(idx[a:b])
+                data.append(tuple(x[i].unflatten(0, (b - a, -1)) for x in batches.tensors))
+            batch_segments = [(a, b, d if len(d) > 1 else d[0]) for (a, b), d in zip(segments, data)]
+        else:
+            batch_segments = []
+            for a, b in _segments([_shape_key(s) for s in stream]):
+                batch_segments.append((a, b, _stack(stream[a:b])))
+        dt = like.dtype
+        return (
+            batch_segments,
+            torch.tensor(eps, dtype=dt),
+            torch.tensor(scale, dtype=dt),
+            xi,
+            collect,
+        )
+
+    def run_block(
+        self,
+        state: Any,
+        batches: Any,
+        gen: torch.Generator,
+        num_steps: int,
+        keep: Sequence[int] = (),
+    ) -> BlockOutput:
+        """Run ``num_steps`` steps from ``state`` in one compiled call (more where the minibatch
+        shape changes inside the block, e.g. a short last batch of an epoch).
+
+        ``batches`` is a minibatch stream (``next(generator)``) or a full batch (a tuple of
+        tensors).  ``keep``: the indices (within the block) of the steps whose new positions to
+        return.  The step counter in ``state.iteration`` drives the step-size schedule.
+        """
+        check_int_at_least("num_steps", num_steps, 1)
+        x = state.position
+        start = int(state.iteration)
+        if not hasattr(batches, "next"):
+            full = batches
+
+            class _Full:  # every step sees the whole batch; no random numbers drawn
+                @staticmethod
+                def next(gen):
+                    return full
+
+            batches = _Full()
+        segs, eps, scale, xi, _ = self.draw_block(batches, gen, start, num_steps, x)
+        carry = (x,) if self.update.kind == "sgld" else (x, state.momentum)
+        pos, lps = [], []
+        for a, b, batch in segs:
+            args = (batch, eps[a:b], scale[a:b], xi[a:b])
+            if self.loop == "scan":  # one compiled graph for every block length
+                for t in _leaves(args):
+                    torch._dynamo.maybe_mark_dynamic(t, 0)
+            carry, p, lp = self._block(carry, *args)
+            pos.append(p)
+            lps.append(lp)
+        positions = pos[0] if len(pos) == 1 else torch.cat(pos)
+        log_density = lps[0] if len(lps) == 1 else torch.cat(lps)
+        keep_t = torch.as_tensor(list(keep), dtype=torch.long)
+        it = state.iteration + num_steps
+        last_eps = eps[-1].clone()
+        if self.update.kind == "sgld":
+            new = SGLDState(carry[0], it, last_eps)
+        else:
+            new = SGHMCState(carry[0], carry[1], state.noise_var, it, last_eps)
+        # One host sync per block: the first step whose position or log density is not finite.
+        ok = torch.isfinite(positions).all(dim=-1) & torch.isfinite(log_density)
+        num_finite = num_steps if bool(ok.all()) else int((~ok).nonzero()[0, 0])
+        return BlockOutput(new, positions[keep_t], log_density[keep_t], eps[keep_t], num_steps, num_finite)
+
+    def collects(self, start: int, num_steps: int) -> list[bool]:
+        """Whether each step of a block keeps a draw (False in a cyclical exploration stage)."""
+        return [self.schedule.sampling(t) for t in range(start, start + num_steps)]
+
+
+def _minibatches_next():
+    from ..data.minibatch import Minibatches
+
+    return Minibatches.next
+
+
+def _leaves(args: tuple) -> list[Tensor]:
+    out: list[Tensor] = []
+    for a in args:
+        out.extend(a if isinstance(a, tuple) else (a,))
+    return out
+
+
+def _index(batch: Any, t: int) -> Any:
+    if isinstance(batch, tuple):
+        return tuple(b[t] for b in batch)
+    return batch[t]
+
+
+def _shape_key(batch: Any) -> tuple:
+    if isinstance(batch, tuple):
+        return tuple(tuple(b.shape) for b in batch)
+    return tuple(batch.shape)
+
+
+def _stack(batches: list[Any]) -> Any:
+    if isinstance(batches[0], tuple):
+        return tuple(torch.stack(parts) for parts in zip(*batches))
+    return torch.stack(batches)
+
+
+def _segments(keys: list) -> list[tuple[int, int]]:
+    """Consecutive runs of equal keys as ``(start, stop)``."""
+    out, a = [], 0
+    for i in range(1, len(keys) + 1):
+        if i == len(keys) or keys[i] != keys[a]:
+            out.append((a, i))
+            a = i
+    return out
+
+
+# --------------------------------------------------------------------------- a whole run
+def run_fused(
+    algorithm: Any,
+    posterior: Any,
+    data: Any,
+    *,
+    num_samples: int,
+    generator: torch.Generator,
+    init: Tensor,
+    thin: int = 1,
+    num_warmup: int = 0,
+    block: int = DEFAULT_BLOCK,
+    loop: str = "scan",
+    state: Any = None,
+) -> FusedRun:
+    """One chain of ``algorithm`` run in fused blocks, with :func:`bnnkit.sample`'s conventions.
+
+    As the driver does: the first minibatch is drawn for ``init`` (from ``generator``), then
+    ``num_warmup`` steps are discarded, then every ``thin``-th collectable step is kept until
+    ``num_samples`` draws (steps in a cyclical schedule's exploration stage are not collectable).
+    Given the generator in the state the driver leaves it in after drawing ``init`` (the chain's
+    generator seeded from ``(seed, chain)``), the draws equal ``bnnkit.sample``'s for that chain
+    to float rounding (exactly the same random numbers).  Pass ``state`` (and the generator as it
+    was) to continue a run.
+
+    Args:
+        algorithm: :class:`~bnnkit.sgmcmc.SGLD` / :class:`~bnnkit.sgmcmc.SGHMC` (or a
+            :class:`Fused` wrapping one, whose block and loop then apply).
+        posterior: a :class:`~bnnkit.Posterior` or a :class:`~bnnkit.core.target.Target`.
+        data: a minibatch stream (:class:`bnnkit.data.Minibatches`) or a full batch.
+        init: the flat initial position ``[D]``.
+    """
+    check_int_at_least("num_samples", num_samples, 1)
+    check_int_at_least("thin", thin, 1)
+    check_int_at_least("num_warmup", num_warmup, 0)
+    fused = algorithm if isinstance(algorithm, Fused) else Fused(algorithm, block=block, loop=loop)
+    kernel = fused.build(posterior)
+    stream = data if hasattr(data, "next") else None
+    if state is None:
+        if stream is not None:
+            initial = getattr(stream, "initial_state", None)
+            stream.load_state_dict(initial() if initial is not None else stream.state_dict())
+            first = stream.next(generator)
+        else:
+            first = data
+        state = kernel.init(init.detach().clone(), first)
+    source = stream if stream is not None else data
+    start = int(state.iteration)
+    it = start
+    n_collectable = 0
+    if it > num_warmup:  # continuing: count what was collectable before
+        n_collectable = sum(kernel.collects(num_warmup, it - num_warmup))
+    kept_pos, kept_lp, kept_eps = [], [], []
+    n_kept = n_collectable // thin
+    if n_kept >= num_samples:
+        raise BnnkitError("the given state has already produced num_samples draws.")
+    while n_kept < num_samples:
+        if it < num_warmup:
+            t = min(fused.block, num_warmup - it)
+            out = kernel.run_block(state, source, generator, t)
+            _check_finite(out, it, kept_pos, kept_lp, kept_eps, [])
+            state = out.state
+            it += t
+            continue
+        # Steps until the last draw still needed (a lower bound with a cyclical schedule).
+        need = (num_samples - n_kept) * thin - n_collectable % thin
+        t = min(fused.block, max(need, 1))
+        keep = []
+        for j, c in enumerate(kernel.collects(it, t)):
+            if c:
+                n_collectable += 1
+                if n_collectable % thin == 0 and n_kept + len(keep) < num_samples:
+                    keep.append(j)
+        out = kernel.run_block(state, source, generator, t, keep)
+        _check_finite(out, it, kept_pos, kept_lp, kept_eps, keep)
+        state = out.state
+        it += t
+        n_kept += len(keep)
+        kept_pos.append(out.positions)
+        kept_lp.append(out.log_density)
+        kept_eps.append(out.step_size)
+    stats = {
+        "log_density": torch.cat(kept_lp),
+        "step_size": torch.cat(kept_eps),
+    }
+    return FusedRun(torch.cat(kept_pos), stats, state)
+
+
+def _check_finite(out: BlockOutput, it: int, kept_pos, kept_lp, kept_eps, keep: Sequence[int]) -> None:
+    """Raise :class:`DivergenceError` at a block's first non-finite step, with the finite draws
+    kept before it in ``partial`` (as the step-at-a-time driver does)."""
+    if out.num_finite == out.num_steps:
+        return
+    n_ok = sum(1 for j in keep if j < out.num_finite)
+    positions = torch.cat([*kept_pos, out.positions[:n_ok]])
+    stats = {
+        "log_density": torch.cat([*kept_lp, out.log_density[:n_ok]]),
+        "step_size": torch.cat([*kept_eps, out.step_size[:n_ok]]),
+    }
+    step = it + out.num_finite
+    raise DivergenceError(
+        f"the chain diverged at step {step}: the position or the log density became NaN or infinite; the "
+        f"{len(positions)} draws kept before it are in this error's .partial. Try a step size several times "
+        "smaller.",
+        chains=[0],
+        step=step,
+        partial={0: (positions, stats)},
+    )
