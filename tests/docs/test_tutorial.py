@@ -11,6 +11,8 @@ ROOT = Path(__file__).resolve().parents[2]
 TUTORIALS = sorted((ROOT / "docs" / "tutorial").glob("*.py"))
 
 
+# the docs build in CI runs the tutorial at full length; this checks the short setting (slow run)
+@pytest.mark.slow
 @pytest.mark.parametrize("script", TUTORIALS, ids=lambda p: p.name)
 def test_tutorial_runs(script, tmp_path):
     env = dict(os.environ, BNNKIT_TUTORIAL_QUICK="1", MPLBACKEND="Agg", OMP_NUM_THREADS="1")

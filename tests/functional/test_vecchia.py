@@ -114,6 +114,8 @@ def _linear_draws(alg, form) -> torch.Tensor:
     return s.positions
 
 
+# the Vecchia energy and gradient equal the exact ones at full neighbours (fast tests above); the MC comparison of draws runs with the slow tests
+@pytest.mark.slow
 @pytest.mark.parametrize("alg", [FSGHMC(0.02, friction=10.0), FSGLD(6e-4)], ids=["fsghmc", "fsgld"])
 def test_cheap_form_draws_agree_with_the_exact_form(alg):
     """Linear model, linear kernel (rank 3), pool of M = 6 points: 3 neighbours make the Vecchia

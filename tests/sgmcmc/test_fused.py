@@ -153,6 +153,8 @@ def _moments_check(alg, loop: str, num_samples: int, thin: int, exact_var: float
     assert torch.all((rel - 1).abs() < 5 * (2 / num_samples) ** 0.5), rel
 
 
+# the fused block equals bnnkit.sample draw for draw (fast tests above); the moment checks run with the slow tests
+@pytest.mark.slow
 def test_sgld_conjugate_gaussian_moments():
     eps = 0.01  # x' = (1 - eps P / 2) x + eps b / 2 + sqrt(eps) xi
     a = 1 - eps * P / 2
@@ -168,6 +170,8 @@ def _sghmc_exact_var(eps: float, c: float) -> float:
     return float(_stationary_variance(A, Q)[0, 0])
 
 
+# as above
+@pytest.mark.slow
 def test_sghmc_conjugate_gaussian_moments():
     eps, c = 0.02, 14.0
     _moments_check(SGHMC(eps, friction=c), "eager", 2000, 10, _sghmc_exact_var(eps, c))
