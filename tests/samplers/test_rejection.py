@@ -13,6 +13,8 @@ PROB = linear_problem(n=6, d=2, sigma=1.0, prior_scale=1.0, seed=3)
 DATA = (PROB.X, PROB.y)
 
 
+# exactness is also checked fast by test_gaussian_proposal_with_a_valid_bound
+@pytest.mark.slow
 def test_prior_proposal_with_max_likelihood_bound_gives_exact_draws():
     s = bnnkit.sample(RejectionSampler(), PROB.posterior(), DATA, num_samples=1500, seed=0, progress=False)
     n = s.num_draws
