@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -142,3 +143,22 @@ def whitened_cov_error(draws: Tensor, cov: Tensor) -> float:
     L = torch.linalg.cholesky(cov)
     W = torch.linalg.solve_triangular(L, torch.linalg.solve_triangular(L, S, upper=False).T, upper=False)
     return float((torch.linalg.eigvalsh(0.5 * (W + W.T)) - 1).abs().max())
+
+
+def write_uci_folder(root: Path, name: str = "toyset", n: int = 60, splits: int = 2, seed: int = 0) -> Path:
+    """A small regression set in the standard layout: 3 inputs, the target in the last column."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 3))
+    y = x @ np.array([1.0, -2.0, 0.5]) + 10.0 + 0.1 * rng.normal(size=n)
+    folder = root / "uci" / name
+    folder.mkdir(parents=True)
+    np.savetxt(folder / "data.txt", np.column_stack([x, y]))
+    (folder / "index_features.txt").write_text("0\n1\n2\n")
+    (folder / "index_target.txt").write_text("3\n")
+    (folder / "n_splits.txt").write_text(f"{splits}\n")
+    for i in range(splits):
+        perm = rng.permutation(n)
+        k = n - n // 10
+        np.savetxt(folder / f"index_train_{i}.txt", perm[:k], fmt="%d")
+        np.savetxt(folder / f"index_test_{i}.txt", perm[k:], fmt="%d")
+    return folder
