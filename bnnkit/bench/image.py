@@ -280,21 +280,15 @@ def _draws(method, x, y, cfg, seed, progress, gp, model="cnn", width=None):
         )
         return post, _DropoutNetworks(fit.fit(post, (x, y), seed=seed, progress=progress), num_draws, seed)
     if method == "laplace":
-        from ..laplace import fit_laplace
+        from ..laplace import Laplace
 
         c = cfg["laplace"]
-        la, _ = fit_laplace(
-            post,
-            (x, y),
-            subset="last_layer",
-            structure=c["structure"],
-            steps=epochs * -(-n // cfg["batch_size"]),
-            lr=c["lr"],
-            batch_size=min(cfg["batch_size"], n),
-            num_samples=1,  # the table uses the GLM predictive
-            seed=seed,
+        # the table uses the GLM predictive, so no weights are drawn
+        la = Laplace(post, subset="last_layer", structure=c["structure"]).fit(
+            (x, y), steps=epochs * -(-n // cfg["batch_size"]), lr=c["lr"], batch_size=min(cfg["batch_size"], n), seed=seed
         )
-        return la.posterior, la
+        la.optimize_marglik()
+        return la.posterior, la  # the posterior with the tuned noise and prior
     if method == "ensemble":
         c = cfg["ensemble"]
         fit = DeepEnsemble(

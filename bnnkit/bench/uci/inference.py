@@ -7,7 +7,6 @@ the loop over data sets, splits and methods is :mod:`~bnnkit.bench.uci.runner`.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,14 +17,14 @@ from ...core.errors import BnnkitError
 from ...core.posterior import Posterior
 from ...core.random import global_rng_seeded
 from ...data.minibatch import Minibatches
-from ...laplace import Laplace, fit_laplace
+from ...laplace import Laplace
 from ...likelihoods import Gaussian
 from ...predict import predict
 from ...priors import GaussianPrior
 from ..divergence import sample_or_diverged
 from ..methods import MOMENTUM, family, is_sg, sg_algorithm
 from ..models import mlp
-from .protocol import METHODS, _epochs, default_step_size, friction
+from .protocol import METHODS, _batches_per_epoch, _epochs, default_step_size, friction
 
 
 def predictive(post: Any, draws: Any, inputs: torch.Tensor) -> Any:
@@ -252,17 +251,14 @@ def _run_method_seeded(method: str, data: Any, cfg: dict, noise: float, gp: Any,
     if method == "laplace":
         c = cfg["laplace"]
         post = Posterior(net, Gaussian(noise), GaussianPrior(cfg["prior_scale"]), num_data=n)
-        steps = _epochs(c, n, cfg) * math.ceil(n / min(cfg["batch_size"], n))
-        la, _ = fit_laplace(
-            post,
+        # the table uses the GLM predictive, so no weights are drawn
+        la = Laplace(post, subset=c["subset"], structure=c["structure"]).fit(
             (x, y),
-            subset=c["subset"],
-            structure=c["structure"],
-            steps=steps,
+            steps=_epochs(c, n, cfg) * _batches_per_epoch(n, cfg),
             lr=c["lr"],
             batch_size=min(cfg["batch_size"], n),
-            num_samples=1,  # the table uses the GLM predictive; draws are for the user
             seed=seed,
         )
-        return la.posterior, la
+        la.optimize_marglik()
+        return la.posterior, la  # the posterior with the tuned noise and prior
     raise BnnkitError(f"unknown method {method!r}; choose from {', '.join(METHODS)}.")

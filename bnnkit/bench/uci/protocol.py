@@ -298,8 +298,13 @@ def _rows_ratio(n: int, cfg: dict[str, Any]) -> float:
     return min(1.0, cfg["step_rows"] / n)
 
 
+def _batches_per_epoch(n: int, cfg: dict[str, Any]) -> int:
+    """Minibatches in one pass over ``n`` rows at the protocol's batch size."""
+    return math.ceil(n / min(cfg["batch_size"], n))
+
+
 def _epochs(c: dict[str, Any], n: int, cfg: dict[str, Any]) -> int:
     """``c["epochs"]``, fewer where that many would pass ``c["max_steps"]`` optimiser steps."""
-    per_epoch = math.ceil(n / min(cfg["batch_size"], n))
+    per_epoch = _batches_per_epoch(n, cfg)
     cap = c.get("max_steps")
     return c["epochs"] if cap is None else max(1, min(c["epochs"], cap // per_epoch))
