@@ -1,10 +1,17 @@
 """A short MAP phase before sampling: each chain starts at a mode found from its own prior draw.
 
 ``map_init(posterior, data, steps)`` returns an ``init`` for :func:`bnnkit.sample`.  Chain ``c``
-draws its starting point from the prior with its own generator, then runs ``steps`` of Adam on
-the negative log posterior (minibatches drawn from the same generator), so a warm start is as
-reproducible as a cold one.  Starting SG-MCMC near a mode skips the long climb from a prior draw
-that otherwise eats most of a short run's burn-in; chains still start from different modes.
+draws its starting point with its own generator (from the prior, or from PyTorch's default
+initialisation, ``start="fan_in"``), then runs ``steps`` of Adam on the negative log posterior
+(minibatches drawn from the same generator), so a warm start is as reproducible as a cold one.
+Starting SG-MCMC near a mode skips the long climb from a prior draw that otherwise eats most of a
+short run's burn-in; chains still start from different modes.
+
+Why ``fan_in``: a draw from a N(0, 1) weight prior saturates a wide tanh network (the second
+layer's pre-activations have variance ~ its width), and Adam from there finds poor modes.
+Measured on yacht split 0 (2 x 100 tanh, 300 epochs of Adam, lr 1e-2): from a prior draw, test
+RMSE 0.33 (standardised), from ``fan_in`` 0.03.  The MAP is only a start: the chain that follows
+still targets the posterior with its N(0, 1) prior.
 """
 
 from __future__ import annotations
@@ -24,8 +31,10 @@ def map_init(
     steps: int = 500,
     lr: float = 1e-2,
     batch_size: int | None = None,
+    start: str = "prior",
+    gradient: str = "exact",
 ) -> Callable[[int, torch.Generator], dict[str, Tensor]]:
-    """An ``init`` that starts every chain from ``steps`` Adam steps of MAP from a prior draw.
+    """An ``init`` that starts every chain from ``steps`` Adam steps of MAP from its own draw.
 
     Args:
         posterior: the posterior that will be sampled (``num_data`` scales minibatches as usual).
@@ -33,11 +42,24 @@ def map_init(
         steps: Adam steps per chain.
         lr: Adam's learning rate.
         batch_size: rows per step (``None``: full batch).
+        start: where each chain's Adam starts: ``"prior"`` (a prior draw) or ``"fan_in"``
+            (:func:`fan_in_position`: PyTorch's default initialisation of Linear and Conv layers,
+            drawn from the chain's generator).
+        gradient: ``"exact"``: Adam on the autograd gradient of ``posterior.log_prob_flat`` on
+            the batch; ``"stochastic"``: on the gradient an SG-MCMC step sees
+            (``Target.estimate_grad``, its random numbers from the chain's generator), e.g. a
+            functional posterior's unbiased estimate of its GP prior term, whose deterministic
+            ``log_prob_flat`` evaluates the prior at the whole reference set on every step.
     """
     if not isinstance(posterior, Posterior):
         raise BnnkitError("map_init needs a bnnkit.Posterior (it optimises the posterior's log density).")
     check_int_at_least("steps", steps, 1)
     check_positive("lr", lr)
+    if start not in ("prior", "fan_in"):
+        raise BnnkitError(f"start must be 'prior' or 'fan_in', got {start!r}.")
+    if gradient not in ("exact", "stochastic"):
+        raise BnnkitError(f"gradient must be 'exact' or 'stochastic', got {gradient!r}.")
+    target = posterior.target() if gradient == "stochastic" else None
     posterior.check_data(data)
     inputs, targets = data
     n = int(inputs.shape[0])
@@ -47,7 +69,11 @@ def map_init(
         raise BnnkitError("a minibatch MAP phase needs the Posterior's num_data (the training-set size N).")
 
     def init(chain: int, gen: torch.Generator) -> dict[str, Tensor]:
-        x = posterior.initial_position("prior", gen).detach().clone().requires_grad_(True)
+        if start == "prior":
+            x0 = posterior.initial_position("prior", gen)
+        else:
+            x0 = fan_in_position(posterior, gen)
+        x = x0.detach().clone().requires_grad_(True)
         opt = torch.optim.Adam([x], lr=lr)
         for _ in range(steps):
             if batch_size is None or batch_size >= n:
@@ -56,12 +82,44 @@ def map_init(
                 idx = torch.randint(n, (batch_size,), generator=gen)
                 batch = (inputs[idx], targets[idx])
             opt.zero_grad(set_to_none=True)
-            loss = -posterior.log_prob_flat(x, batch)
-            loss.backward()
+            if target is None:
+                loss = -posterior.log_prob_flat(x, batch)
+                loss.backward()
+            else:
+                _, g = target.estimate_grad(x.detach(), batch, gen)
+                x.grad = -g
             opt.step()
         if not torch.isfinite(x).all():
             raise BnnkitError(f"the MAP phase of chain {chain} diverged; lower lr (e.g. by 10x).")
         return posterior.view.unravel(x.detach())
 
-    init.__name__ = f"map_init(steps={steps}, lr={lr}, batch_size={batch_size})"
+    init.__name__ = (
+        f"map_init(steps={steps}, lr={lr}, batch_size={batch_size}, start={start!r}, gradient={gradient!r})"
+    )
     return init
+
+
+def fan_in_position(posterior: Posterior, gen: torch.Generator) -> Tensor:
+    """A flat position drawn like PyTorch's default initialisation, from ``gen``.
+
+    Every weight and bias of a ``Linear`` or ``ConvNd`` layer is uniform on
+    ``[-1/sqrt(fan_in), 1/sqrt(fan_in)]`` (``fan_in`` = inputs per output unit: what
+    ``reset_parameters`` draws with ``kaiming_uniform_(a=sqrt(5))``); other parameters keep the
+    module's values, and the likelihood's and prior's own parameters their initial values.
+    """
+    bounds: dict[str, float] = {}
+    for prefix, mod in posterior.module.named_modules():
+        if isinstance(mod, torch.nn.Linear | torch.nn.modules.conv._ConvNd):
+            fan_in = mod.weight[0].numel()
+            for name in ("weight", "bias"):
+                bounds[f"{prefix}.{name}" if prefix else name] = 1.0 / fan_in**0.5
+    net = {}
+    for name, p in posterior.module.named_parameters():
+        if name not in posterior.net_names:
+            continue
+        if name in bounds:
+            u = torch.rand(p.shape, generator=gen, dtype=p.dtype, device=p.device)
+            net[name] = (2.0 * u - 1.0) * bounds[name]
+        else:
+            net[name] = p.detach().clone()
+    return posterior.view.ravel({**net, **posterior.initial_extras})

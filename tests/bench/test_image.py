@@ -27,6 +27,8 @@ def test_image_quick_all_methods(tmp_path):
     for r in report["rows"]:  # quick mode checks the pipeline, not the accuracy
         assert 0.0 <= r["test_error_pct"] <= 100.0 and 0.0 <= r["ood_auroc"] <= 1.0 and r["nll"] > 0
     assert report["sizes"] == {"train": 600, "test": 300, "ood": 200}
+    rows = {r["method"]: r for r in report["rows"]}  # sghmc's default recipe is scale-adapted SGHMC
+    assert rows["sghmc"]["nll"] == rows["asghmc"]["nll"] and rows["sghmc"]["nll"] != rows["sgld"]["nll"]
     assert json.loads((tmp_path / "image.json").read_text())["command"] == report["command"]
     assert (tmp_path / "reliability.png").stat().st_size > 10_000 and (tmp_path / "image.md").exists()
 

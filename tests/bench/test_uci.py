@@ -120,7 +120,7 @@ def test_tune_chooses_step_sizes_from_the_grid_and_reports_them(tmp_path):
         pytest.skip("needs ../shared/data/uci")
     from bnnkit.bench.uci import DEFAULTS, QUICK_TUNE
 
-    rep = run_uci(["yacht"], ["sgld", "fsghmc"], splits=1, root=str(DATA), quick=True, progress=False,
+    rep = run_uci(["yacht"], ["sgld", "fsgld"], splits=1, root=str(DATA), quick=True, progress=False,
                   out=tmp_path, log=lambda s: None, tune=True)  # fmt: skip
     for c in rep["cells"]:
         grid = [DEFAULTS["step_size"][c["method"]] * f for f in QUICK_TUNE["factors"]]
@@ -202,10 +202,13 @@ def test_resume_runs_only_the_missing_cells_and_gives_a_single_runs_numbers(tmp_
     assert len(again["cells"]) == 4 and 9.0 in [c["rmse_std"] for c in again["cells"]]
     assert any("superseded" in s for s in said)
 
-    # cells from another setting are not reused: --tune changes the SG-MCMC cells only
+    # --tune changes the tuned SG-MCMC cells only; protocol 4's sghmc has no step to tune, so its
+    # cells are reused (as bbb's are)
     ran.clear()
     run_uci(["yacht"], ["sghmc", "bbb"], splits=1, out=out, resume=True, tune=True, **kw)
-    assert ran == ["sghmc"]
+    assert ran == []
+    assert uci._settings("sgld", False, True)["tuned"] and not uci._settings("sghmc", False, True)["tuned"]
+    assert uci._settings("sghmc", False, True, version=3)["tuned"]
     with pytest.raises(BnnkitError, match="pass one"):
         run_uci(
             ["yacht"], ["sghmc"], splits=1, out=out, resume=True, from_cells=out / "uci_cells.jsonl", **kw

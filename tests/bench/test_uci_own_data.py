@@ -129,7 +129,7 @@ def test_run_uci_arrays_runs_the_protocol_on_arrays_in_memory(tmp_path):
 
 
 def test_the_protocol_is_one_frozen_versioned_config():
-    assert FULL_PROTOCOL.version == uci.PROTOCOL == 3
+    assert FULL_PROTOCOL.version == uci.PROTOCOL == 4
     with pytest.raises(dataclasses.FrozenInstanceError):
         FULL_PROTOCOL.burn_in = 10  # type: ignore[misc]
     with pytest.raises(TypeError):
@@ -143,19 +143,25 @@ def test_the_protocol_is_one_frozen_versioned_config():
         FULL_PROTOCOL.replace(epochs=3)
     # a changed protocol must say so by its version, or its cells would pass for the bench's
     wider = FULL_PROTOCOL.replace(hidden=50)
-    with pytest.raises(BnnkitError, match=r"\['hidden'\] but keeps its version 3"):
+    with pytest.raises(BnnkitError, match=r"\['hidden'\] but keeps its version 4"):
         run_uci(["boston"], ["sgld"], out="unused", protocol=wider)
-    assert isinstance(wider.replace(version=4), UCIProtocol)
+    assert isinstance(wider.replace(version=5), UCIProtocol)
 
 
 def test_cells_are_matched_on_the_protocol_version():
-    cell = {"dataset": "toyset", "split": 0, "method": "bbb", "seed": 0, "quick": False, "tuned": False}
-    assert uci._same_run({**cell, "protocol": 3}, 0, False, False)
+    cell = {"dataset": "toyset", "split": 0, "method": "sghmc", "seed": 0, "quick": False, "tuned": False}
+    assert uci._same_run({**cell, "protocol": 3}, 0, False, False, version=3)
     assert not uci._same_run({**cell, "protocol": 3}, 0, False, False, version=4)
     assert uci._same_run({**cell, "protocol": 4}, 0, False, False, version=4)
-    # protocol 2 cells of a set without a GP subset count as protocol 3, never as a later one
+    assert not uci._same_run({**cell, "protocol": 4}, 0, False, False, version=3)
+    # protocol 4 changed only sghmc's recipe: the other methods' protocol-3 cells are protocol-4 cells
+    bbb = {**cell, "method": "bbb", "protocol": 3}
+    assert uci._same_run(bbb, 0, False, False, version=4) and not uci._same_run(bbb, 0, False, False, version=5)
+    # protocol 2 cells of a set without a GP subset count as protocol 3 (and, but for sghmc, 4)
     boston = {**cell, "dataset": "bostonHousing", "protocol": 2}
-    assert uci._same_run(boston, 0, False, False) and not uci._same_run(boston, 0, False, False, version=4)
+    assert uci._same_run(boston, 0, False, False, version=3) and not uci._same_run(boston, 0, False, False)
+    assert uci._same_run({**boston, "method": "nuts"}, 0, False, False)
+    assert not uci._same_run({**cell, "dataset": "kin8nm", "method": "nuts", "protocol": 2}, 0, False, False)
 
 
 def test_the_stored_cells_of_the_results_folder_stay_readable(tmp_path):

@@ -5,7 +5,7 @@ import torch
 
 import bnnkit
 from bnnkit.core.errors import BnnkitError
-from bnnkit.core.warm_start import map_init
+from bnnkit.core.warm_start import fan_in_position, map_init
 from tests.helpers import linear_problem
 
 PROB = linear_problem(n=30, d=2)
@@ -33,3 +33,38 @@ def test_map_init_refuses_what_it_cannot_use():
         map_init(lambda p, b: p["x"].sum(), (PROB.X, PROB.y))
     with pytest.raises(BnnkitError, match="num_data"):
         map_init(PROB.posterior(), (PROB.X, PROB.y), batch_size=5)
+    with pytest.raises(BnnkitError, match="start must be"):
+        map_init(PROB.posterior(), (PROB.X, PROB.y), start="zeros")
+
+
+def test_fan_in_start_draws_pytorchs_default_init_from_the_chains_generator():
+    net = torch.nn.Sequential(torch.nn.Linear(4, 50), torch.nn.Tanh(), torch.nn.Linear(50, 1))
+    post = bnnkit.Posterior(net, bnnkit.Gaussian(0.5, learn_noise=True), bnnkit.GaussianPrior(1.0), num_data=10)
+    a = post.view.unravel(fan_in_position(post, torch.Generator().manual_seed(0)))
+    b = post.view.unravel(fan_in_position(post, torch.Generator().manual_seed(0)))
+    c = post.view.unravel(fan_in_position(post, torch.Generator().manual_seed(1)))
+    for name, fan in (("0.weight", 4), ("0.bias", 4), ("2.weight", 50), ("2.bias", 50)):
+        bound = fan**-0.5
+        assert a[name].abs().max() <= bound
+        # uniform on [-bound, bound]: variance bound^2 / 3 (200 or 50 values: loose check)
+        if a[name].numel() >= 50:
+            assert 0.6 < a[name].var().item() / (bound**2 / 3) < 1.5
+        assert torch.equal(a[name], b[name]) and not torch.equal(a[name], c[name])
+    # the likelihood's noise keeps its initial value (sd 0.5: log precision log 4)
+    assert torch.allclose(a["likelihood.log_precision"], torch.tensor([4.0]).log())
+
+
+def test_map_init_from_fan_in_reaches_the_same_mode_as_from_the_prior():
+    post = PROB.posterior()
+    init = map_init(post, (PROB.X, PROB.y), steps=600, lr=0.05, start="fan_in")
+    x = post.view.ravel(init(0, torch.Generator().manual_seed(3)))
+    assert torch.allclose(x, PROB.mean, atol=1e-3)
+
+
+def test_map_init_on_the_samplers_stochastic_gradient_reaches_the_same_mode():
+    post = PROB.posterior()
+    init = map_init(post, (PROB.X, PROB.y), steps=600, lr=0.05, gradient="stochastic")
+    x = post.view.ravel(init(0, torch.Generator().manual_seed(5)))
+    assert torch.allclose(x, PROB.mean, atol=1e-3)
+    with pytest.raises(BnnkitError, match="gradient must be"):
+        map_init(post, (PROB.X, PROB.y), gradient="adam")

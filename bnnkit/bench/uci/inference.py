@@ -24,7 +24,7 @@ from ...priors import GaussianPrior
 from ..divergence import sample_or_diverged
 from ..methods import MOMENTUM, family, is_sg, sg_algorithm
 from ..models import mlp
-from .protocol import METHODS, _batches_per_epoch, _epochs, default_step_size, friction
+from .protocol import ADAPTIVE_METHODS, METHODS, _batches_per_epoch, _epochs, default_step_size, friction
 
 
 def predictive(post: Any, draws: Any, inputs: torch.Tensor) -> Any:
@@ -134,6 +134,67 @@ def _choose_step(rows: Sequence[dict[str, Any]]) -> float:
     return min(finite, key=lambda r: r["heldout_nll"])["setting"]["step_size"]
 
 
+def _adaptive(method: str, data: Any, cfg: dict, gp: Any, seed: int, progress: bool) -> tuple[Posterior, Any]:
+    """Protocol 4's sghmc / fsghmc cell (the ``adaptive`` table): scale-adapted SGHMC from
+    per-chain MAP warm starts, run until the function-space R-hat and ESS at the test inputs
+    (inputs only) meet the table's thresholds or the draw budget is spent.  fsghmc samples the
+    functional posterior with the fitted GP prior in its Vecchia form.  The draws'
+    ``config["convergence"]`` holds the last R-hat and ESS and what stopped the run."""
+    from ...core.warm_start import map_init
+    from ...diagnostics import FunctionSpaceConvergence
+    from ...functional import FunctionalPosterior, MeasurementPoints, Vecchia
+    from ...sgmcmc import AdaptiveSGHMC
+
+    c = cfg["adaptive"]
+    x, y = data.x_train, data.y_train
+    n, d = x.shape
+    net = mlp(d, cfg["hidden"])
+    lik = Gaussian(cfg["noise_init"], learn_noise=True, precision_prior=tuple(cfg["noise_prior"]))
+    if method == "fsghmc":
+        if c["prior_form"] != "vecchia":
+            raise BnnkitError(f"the adaptive table's prior_form must be 'vecchia', got {c['prior_form']!r}.")
+        if n <= cfg["measurement_points"]:
+            meas: Any = x
+        else:
+            meas = MeasurementPoints(num_from_data=cfg["measurement_points"], num_uniform=0)
+        post: Any = FunctionalPosterior(net, lik, gp, meas, x, num_data=n, prior_form=Vecchia())
+    else:
+        post = Posterior(net, lik, GaussianPrior(cfg["prior_scale"]), num_data=n)
+    bs = min(cfg["batch_size"], n)
+    map_steps = min(c["map_epochs"] * _batches_per_epoch(n, cfg), c["map_max_steps"])
+    init = map_init(
+        post,
+        (x, y),
+        steps=map_steps,
+        lr=c["map_lr"],
+        batch_size=bs,
+        start=c["map_start"],
+        # the functional prior's exact log density sums every Vecchia factor: use the step's estimate
+        gradient="stochastic" if method == "fsghmc" else "exact",
+    )
+    rule = FunctionSpaceConvergence(
+        post, data.x_test[: c["check_inputs"]], rhat=c["rhat"], ess=c["ess"], min_draws=c["min_draws"]
+    )
+    s = sample_or_diverged(
+        AdaptiveSGHMC(c["step_size"], mdecay=c["mdecay"]),
+        post,
+        Minibatches(x, y, batch_size=bs),
+        num_samples=c["draws"],
+        num_warmup=c["burn_in"],
+        thin=c["thin"],
+        num_chains=c["chains"],
+        chain_method="vectorized",
+        chunk_size=c["min_draws"],  # the rule is checked every chunk of kept draws
+        init=init,
+        stop_when=rule,
+        seed=seed,
+        progress=progress,
+    )
+    s.config["step_size_used"] = c["step_size"]
+    s.config["convergence"] = {**rule.last, "stopped": s.config.get("stopped"), "map_steps": map_steps}
+    return post, s
+
+
 def _run_method(method: str, data: Any, cfg: dict, noise: float, gp: Any, seed: int, progress: bool):
     """Draws (or VI draws) of one method on one split; returns (posterior, draws).
 
@@ -158,6 +219,8 @@ def _run_method_seeded(method: str, data: Any, cfg: dict, noise: float, gp: Any,
     sg = dict(
         num_samples=cfg["draws"], num_warmup=cfg["burn_in"], thin=cfg["thin"], seed=seed, progress=progress
     )
+    if method in ADAPTIVE_METHODS and cfg.get("adaptive"):  # protocol 4's default
+        return _adaptive(method, data, cfg, gp, seed, progress)
     if is_sg(method):
         eps = default_step_size(method, n, cfg)
         table = None

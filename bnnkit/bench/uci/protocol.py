@@ -21,8 +21,21 @@ every one):
   :func:`default_step_size`), or with ``--tune`` chosen per split from 0.03, 0.1, 0.3, 1 and
   3 x those by chains as long as the run on 80/20 of the training rows: the lowest held-out NLL
   among the settings that stayed finite (``docs/fsgmcmc_design.md`` section 6: tune on a grid);
-- asghmc: scale-adapted SGHMC, one step for every set (no N scaling, no tuning), vectorised
-  chains, the preconditioner estimated in the burn-in;
+- sghmc and fsghmc (protocol 4, the new default; the ``adaptive`` table): scale-adapted SGHMC
+  (:class:`~bnnkit.sgmcmc.AdaptiveSGHMC`, eps ``3e-3``, the preconditioner estimated in the burn-in
+  and then frozen), the noise precision sampled with the weights, 4 vectorised chains, each warm
+  started by a MAP phase (Adam from PyTorch's default initialisation drawn from the chain's
+  generator, ``map_init(start="fan_in")``, on the gradient the sampler sees), then ``burn_in``
+  steps and draws thinned by ``thin`` until the function-space R-hat at up to ``check_inputs``
+  test inputs (inputs only) is at most ``rhat`` with bulk ESS at least ``ess``, checked every
+  ``min_draws`` draws per chain from ``min_draws`` on (so at least 4 x 25 = 100 draws), or
+  ``draws`` per chain are spent (:class:`~bnnkit.diagnostics.FunctionSpaceConvergence`); one
+  setting for every set (no N scaling, no tuning).  sghmc has the N(0, 1) weight prior, fsghmc
+  the fitted GP prior in its Vecchia form (``prior_form``: :class:`~bnnkit.functional.Vecchia`,
+  the same measurement points as protocol 3's).  ``sgld`` and ``fsgld`` keep protocol 3's
+  recipe (below);
+- asghmc: protocol 3's scale-adapted SGHMC cell (eps 3e-2, cold start from a prior draw),
+  kept for comparison;
 - nuts: full-batch NUTS (the gold standard on small sets), N(0, 1) prior; ``hmc`` is accepted as
   an alias (the gold standard is run with NUTS, and the report says so);
 - the VI baselines (below): Adam on minibatches of 32 for ``epochs`` epochs, but at most
@@ -67,7 +80,19 @@ from typing import Any
 from ...core.errors import BnnkitError
 from ..methods import MOMENTUM, methods_of
 
-METHODS = ("sgld", "sghmc", "asghmc", "fsgld", "fsghmc", "nuts", "bbb", "fbnn", "mcdropout", "ensemble", "laplace")
+METHODS = (
+    "sgld",
+    "sghmc",
+    "asghmc",
+    "fsgld",
+    "fsghmc",
+    "nuts",
+    "bbb",
+    "fbnn",
+    "mcdropout",
+    "ensemble",
+    "laplace",
+)
 # Other names accepted by --methods: the issue calls the gold standard "hmc"; what runs is NUTS.
 ALIASES = {"hmc": "nuts"}
 SG_METHODS = methods_of("sg", "fsg")  # sgld, sghmc, fsgld, fsghmc
@@ -79,8 +104,13 @@ VI_METHODS = methods_of("vi")  # bbb, fbnn, mcdropout, ensemble
 # from a generator seeded with seed + split; protocol 2 drew it from torch's global RNG, which this
 # torch seeds anew in every process, so those cells could not be reproduced.  Where 1000 more rows
 # remain (kin8nm, protein; not wine) the fit also starts from the median distance and keeps the start
-# that predicts them best.  A cell written before the key existed counts as protocol 1.
-PROTOCOL = 3
+# that predicts them best.  A cell written before the key existed counts as protocol 1.  4: sghmc and
+# fsghmc are scale-adapted SGHMC from MAP warm starts with a convergence-based length (the
+# ``adaptive`` table; fsghmc with the Vecchia form of its GP prior); the other methods' recipes are
+# protocol 3's, so their protocol-3 cells are what protocol 4 would give.
+PROTOCOL = 4
+ADAPTIVE_METHODS = frozenset({"sghmc", "fsghmc"})  # run by the ``adaptive`` table (protocol 4 on)
+CHANGED_IN_4 = ADAPTIVE_METHODS  # the methods whose protocol-3 cells are not protocol-4 cells
 GP_FIT_MAX_POINTS = 1000
 # Sets whose training splits have at most GP_FIT_MAX_POINTS rows: the fit takes every row, draws no
 # subset, and their protocol-2 cells are protocol-3 cells (tests/bench/test_uci.py checks the sizes).
@@ -153,6 +183,27 @@ class UCIProtocol:
     # Scale-adapted SGHMC (docs/sgmcmc_diagnosis.md): one step for every set (no N scaling, no
     # tuning), 4 vectorised chains x 100 draws, the preconditioner estimated in the burn-in.
     asghmc: Mapping[str, Any] = _table(step_size=3e-2, burn_in=4000, draws=100, thin=50, chains=4)
+    # Protocol 4's sghmc and fsghmc (docs/sgmcmc_diagnosis.md, "protocol 4"): eps 3e-3 keeps the chain cool
+    # (at 3e-2 the minibatch-gradient noise, ~eps^4 per coordinate, is several times the injected
+    # 2 eps^2 mdecay M^-1 and the sampled noise sd settles at 2-6x the residual's); the MAP phase
+    # is 300 epochs of Adam, at most map_max_steps, per chain.
+    adaptive: Mapping[str, Any] = _table(
+        step_size=3e-3,
+        mdecay=0.05,
+        map_epochs=300,
+        map_max_steps=20_000,
+        map_lr=1e-2,
+        map_start="fan_in",
+        burn_in=1000,
+        draws=100,
+        min_draws=25,
+        thin=50,
+        chains=4,
+        rhat=1.1,
+        ess=100,
+        check_inputs=100,
+        prior_form="vecchia",  # fsghmc's GP prior
+    )
     # max_steps caps the optimiser steps on large sets (protein: 300 epochs would be 386k steps);
     # no set up to kin8nm reaches the cap, so their runs are the plain epoch budget.
     bbb: Mapping[str, Any] = _table(epochs=300, max_steps=100_000, lr=1e-2, draws=100)
@@ -224,6 +275,23 @@ QUICK = {
     "thin": 5,
     "nuts": {"warmup": 30, "draws": 10, "max_tree_depth": 4},
     "asghmc": {"step_size": 3e-2, "burn_in": 100, "draws": 5, "thin": 5, "chains": 2},
+    "adaptive": {
+        "step_size": 3e-3,
+        "mdecay": 0.05,
+        "map_epochs": 5,
+        "map_max_steps": 100,
+        "map_lr": 1e-2,
+        "map_start": "fan_in",
+        "burn_in": 50,
+        "draws": 8,
+        "min_draws": 4,
+        "thin": 5,
+        "chains": 2,
+        "rhat": 1.1,
+        "ess": 20,
+        "check_inputs": 20,
+        "prior_form": "vecchia",
+    },
     "bbb": {"epochs": 5, "lr": 1e-2, "draws": 20},
     "fbnn": {"epochs": 2, "lr": 1e-2, "lr_decay": None, "draws": 20, "function_samples": 10, "uniform": 8},
     "mcdropout": {"p": 0.05, "epochs": 5, "lr": 1e-2, "lr_decay": None, "draws": 20},

@@ -15,7 +15,7 @@ from typing import Any
 
 from ...data.uci import is_known_uci, uci_dataset_name
 from ..published import SOURCES, published
-from .protocol import ALIASES, SG_METHODS, VI_METHODS
+from .protocol import ADAPTIVE_METHODS, ALIASES, SG_METHODS, VI_METHODS
 
 # The paper's Table 2 (RMSE) and Table 3 (NLL): mean and sd over 10 splits, standardised units.
 PAPER = {
@@ -201,7 +201,21 @@ def _report(
         + (" --tune" if cfg.get("tune") else "")
         + (f" --seed {seed}" if seed else "")
     )
-    sg_run = {m: cfg["step_size"][m] for m in methods if m in SG_METHODS}
+    adaptive = [m for m in methods if m in ADAPTIVE_METHODS] if cfg.get("adaptive") else []
+    sg_run = {m: cfg["step_size"][m] for m in methods if m in SG_METHODS and m not in adaptive}
+    a = cfg.get("adaptive") or {}
+    adaptive_note = (
+        f"{', '.join(adaptive)}: scale-adapted SGHMC (eps {a['step_size']}, mdecay {a['mdecay']}), "
+        f"{a['chains']} vectorised chains, each warm started by min({a['map_epochs']} epochs, "
+        f"{a['map_max_steps']:,} steps) of Adam (lr {a['map_lr']}) from PyTorch's default initialisation, "
+        f"{a['burn_in']} burn-in steps, then draws thinned by {a['thin']} until the function-space R-hat at "
+        f"{a['check_inputs']} test inputs is <= {a['rhat']} with ESS >= {a['ess']} (checked every "
+        f"{a['min_draws']} draws per chain) or {a['draws']} draws per chain are spent"
+        + ("; fsghmc's GP prior in its Vecchia form" if "fsghmc" in adaptive else "")
+        + ". Each cell's R-hat, ESS, draws per chain and what stopped it are in the JSON."
+        if adaptive
+        else ""
+    )
     scaled = (
         f" (for Boston's {cfg['step_rows']} training rows; on N > {cfg['step_rows']} rows, with "
         f"r = {cfg['step_rows']}/N, SGLD's x r, SGHMC's x sqrt(r) with the friction / sqrt(r))"
@@ -253,6 +267,7 @@ def _report(
             for t, a in aliased.items()
         ],
         *([step_note] if step_note else []),
+        *([adaptive_note] if adaptive_note else []),
         *([vi_note] if vi_note else []),
         *(
             [
@@ -294,6 +309,11 @@ def _report(
                 k: _mean_se([c[k] for c in sel]) for k in ("rmse_std", "nll_std", "rmse", "nll", "seconds")
             }
             stats["diverged"] = diverged
+            rhats = [c["rhat"] for c in sel if c.get("rhat") is not None]
+            if rhats:  # protocol 4's convergence-checked cells
+                stats["rhat_median"] = float(sorted(rhats)[len(rhats) // 2])
+                stats["rhat_at_most_1.1"] = sum(r <= 1.1 for r in rhats)
+                stats["rhat_cells"] = len(rhats)
             summary.setdefault(name, {})[m] = stats
             p_r = PAPER["rmse"].get(name, {}).get(m)
             p_n = PAPER["nll"].get(name, {}).get(m)
@@ -317,6 +337,14 @@ def _report(
             lines.append(
                 f"| {name} | published {pm} | - | - | - | - | {_pub(pub.get('rmse'))} | {_pub(pub.get('nll'))} | - |"
             )
+    converged = [
+        f"{name} {m}: median {st['rhat_median']:.2f}, {st['rhat_at_most_1.1']} of {st['rhat_cells']} cells <= 1.1"
+        for name, by in summary.items()
+        for m, st in by.items()
+        if st.get("rhat_cells")
+    ]
+    if converged:
+        lines += ["", "Function-space R-hat of the convergence-checked cells: " + "; ".join(converged) + "."]
     if shown:
         lines += [
             "",

@@ -36,6 +36,9 @@ from .protocol import (
 from .records import _read_cells, _same_run, _settings, append_record, read_records, start_records
 from .report import _report, _write
 
+# methods that need neither the fitted GP nor its noise: the split's GP fit is skipped for them
+NO_GP_NEEDED = frozenset({"sgld", "sghmc", "asghmc", "nuts"})
+
 
 @dataclass(frozen=True)
 class _Source:
@@ -272,16 +275,20 @@ def _run_cells(
                 data = _subsample(data, cfg["max_rows"])
             t0 = time.perf_counter()
             gp = GPPrior("rbf", input_dim=data.x_train.shape[1], jitter=1e-4)
-            fitted = gp.fit(
-                data.x_train,
-                data.y_train,
-                num_steps=cfg["gp_fit_steps"],
-                max_points=cfg["gp_fit_max_points"],
-                generator=torch.Generator().manual_seed(seed + split),
-                progress=False,
-            )
-            noise = max(math.sqrt(fitted["noise_variance"]), cfg["noise_floor"])
-            gp_seconds = time.perf_counter() - t0
+            fitted: dict[str, Any] = {"num_points": None, "starts": None}
+            noise = gp_seconds = None
+            # The samplers of the Gaussian weight prior neither use the GP nor its noise.
+            if any(m not in NO_GP_NEEDED for m in todo):
+                fitted = gp.fit(
+                    data.x_train,
+                    data.y_train,
+                    num_steps=cfg["gp_fit_steps"],
+                    max_points=cfg["gp_fit_max_points"],
+                    generator=torch.Generator().manual_seed(seed + split),
+                    progress=False,
+                )
+                noise = max(math.sqrt(fitted["noise_variance"]), cfg["noise_floor"])
+                gp_seconds = time.perf_counter() - t0
             for method in todo:
                 t0 = time.perf_counter()
                 post, s = _run_method(method, data, cfg, noise, gp, seed + split, progress)
@@ -311,6 +318,11 @@ def _run_cells(
                     else None,
                     **_settings(method, quick, tune, version),
                 }
+                conv = s.config.get("convergence") if isinstance(getattr(s, "config", None), dict) else None
+                if conv:  # protocol 4's sghmc: function-space R-hat / ESS and what ended the run
+                    cell.update(
+                        {k: conv.get(k) for k in ("rhat", "ess", "draws_per_chain", "stopped", "map_steps")}
+                    )
                 cells.append(cell)
                 append_record(partial, cell)
                 if not (math.isfinite(cell["rmse_std"]) and math.isfinite(cell["nll_std"])):
