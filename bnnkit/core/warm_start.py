@@ -16,6 +16,7 @@ still targets the posterior with its N(0, 1) prior.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -23,6 +24,8 @@ from torch import Tensor
 
 from .errors import BnnkitError, check_int_at_least, check_positive
 from .posterior import Posterior
+
+MIN_CHECK_STEPS = 100  # early stopping: Adam steps between two held-out scores, at least
 
 
 def map_init(
@@ -33,6 +36,8 @@ def map_init(
     batch_size: int | None = None,
     start: str = "prior",
     gradient: str = "exact",
+    holdout: float | None = None,
+    patience: int = 20,
 ) -> Callable[[int, torch.Generator], dict[str, Tensor]]:
     """An ``init`` that starts every chain from ``steps`` Adam steps of MAP from its own draw.
 
@@ -50,6 +55,16 @@ def map_init(
             (``Target.estimate_grad``, its random numbers from the chain's generator), e.g. a
             functional posterior's unbiased estimate of its GP prior term, whose deterministic
             ``log_prob_flat`` evaluates the prior at the whole reference set on every step.
+        holdout: early stopping.  ``None``: run all ``steps``.  A fraction in (0, 0.5]: each chain
+            holds out that share of the rows (drawn from its generator), fits on the others, scores
+            the mean held-out log-likelihood once per epoch of the fitted rows (at least every 100
+            steps) and returns the best scoring iterate, stopping after ``patience`` scores without
+            improvement (``steps`` stays the cap).  Why: with the noise learnt, a long MAP overfits a noisy set and shrinks
+            the noise, and a cool chain started there stays over-confident (wine split 0, 2 x 100
+            tanh network: test NLL 0.88 after 100 epochs of MAP, 1.18 after 300), while a smooth,
+            nearly noise-free set needs the long fit (yacht: RMSE 0.51 after 300 epochs, 0.71
+            after 100).  ``init.map_steps[chain]`` records ``(best step, steps run)``.
+        patience: held-out scores in a row without improvement before the MAP phase stops.
     """
     if not isinstance(posterior, Posterior):
         raise BnnkitError("map_init needs a bnnkit.Posterior (it optimises the posterior's log density).")
@@ -60,6 +75,9 @@ def map_init(
     if gradient not in ("exact", "stochastic"):
         raise BnnkitError(f"gradient must be 'exact' or 'stochastic', got {gradient!r}.")
     target = posterior.target() if gradient == "stochastic" else None
+    if holdout is not None and not (isinstance(holdout, float) and 0.0 < holdout <= 0.5):
+        raise BnnkitError(f"holdout must be a fraction in (0, 0.5] or None, got {holdout!r}.")
+    check_int_at_least("patience", patience, 1)
     posterior.check_data(data)
     inputs, targets = data
     n = int(inputs.shape[0])
@@ -68,6 +86,9 @@ def map_init(
     if batch_size is not None and batch_size < n and posterior.num_data is None:
         raise BnnkitError("a minibatch MAP phase needs the Posterior's num_data (the training-set size N).")
 
+    if holdout is not None and round(holdout * n) < 1:
+        raise BnnkitError(f"holdout={holdout} of {n} rows holds out no row; pass a larger fraction or None.")
+
     def init(chain: int, gen: torch.Generator) -> dict[str, Tensor]:
         if start == "prior":
             x0 = posterior.initial_position("prior", gen)
@@ -75,12 +96,25 @@ def map_init(
             x0 = fan_in_position(posterior, gen)
         x = x0.detach().clone().requires_grad_(True)
         opt = torch.optim.Adam([x], lr=lr)
-        for _ in range(steps):
-            if batch_size is None or batch_size >= n:
-                batch = (inputs, targets)
+        fit_x, fit_y, held = inputs, targets, None
+        if holdout is not None:
+            perm = torch.randperm(n, generator=gen)
+            k = round(holdout * n)
+            held = (inputs[perm[:k]], targets[perm[:k]])
+            fit_x, fit_y = inputs[perm[k:]], targets[perm[k:]]
+        m = int(fit_x.shape[0])
+        full = batch_size is None or batch_size >= m
+        # one epoch of the fitted rows, and at least MIN_CHECK_STEPS: on a small set an epoch is a
+        # few steps and a held-out score of a few dozen rows is noisy from one to the next
+        every = max(1 if full else -(-m // batch_size), min(MIN_CHECK_STEPS, steps))
+        best, best_x, best_step, since, step = -math.inf, None, 0, 0, 0
+        while step < steps:
+            if full:
+                batch = (fit_x, fit_y)
             else:
-                idx = torch.randint(n, (batch_size,), generator=gen)
-                batch = (inputs[idx], targets[idx])
+                idx = torch.randint(m, (batch_size,), generator=gen)
+                batch = (fit_x[idx], fit_y[idx])
+            step += 1
             opt.zero_grad(set_to_none=True)
             if target is None:
                 loss = -posterior.log_prob_flat(x, batch)
@@ -89,12 +123,29 @@ def map_init(
                 _, g = target.estimate_grad(x.detach(), batch, gen)
                 x.grad = -g
             opt.step()
+            if held is not None and (step % every == 0 or step == steps):
+                with torch.no_grad():  # mean held-out log-likelihood per row
+                    score = (
+                        float(posterior.log_likelihood_flat(x, held)) / posterior.scale(held) / len(held[1])
+                    )
+                if score > best:
+                    best, best_x, best_step, since = score, x.detach().clone(), step, 0
+                else:
+                    since += 1
+                    if since >= patience:
+                        break
+        if best_x is not None:
+            x = best_x
+        init.map_steps[chain] = (best_step if held is not None else step, step)
         if not torch.isfinite(x).all():
             raise BnnkitError(f"the MAP phase of chain {chain} diverged; lower lr (e.g. by 10x).")
         return posterior.view.unravel(x.detach())
 
+    init.map_steps = {}  # type: ignore[attr-defined]
+
     init.__name__ = (
-        f"map_init(steps={steps}, lr={lr}, batch_size={batch_size}, start={start!r}, gradient={gradient!r})"
+        f"map_init(steps={steps}, lr={lr}, batch_size={batch_size}, start={start!r}, gradient={gradient!r}"
+        + (f", holdout={holdout}, patience={patience})" if holdout is not None else ")")
     )
     return init
 

@@ -68,3 +68,43 @@ def test_map_init_on_the_samplers_stochastic_gradient_reaches_the_same_mode():
     assert torch.allclose(x, PROB.mean, atol=1e-3)
     with pytest.raises(BnnkitError, match="gradient must be"):
         map_init(post, (PROB.X, PROB.y), gradient="adam")
+
+
+def _overfit_problem():
+    """30 noisy rows of a smooth curve and a 1-50-1 tanh network with the noise learnt: a long MAP
+    fits the noise."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.linspace(-2, 2, 30).unsqueeze(-1)
+    y = torch.sin(x).squeeze(-1) + 0.3 * torch.randn(30, generator=g)
+    net = torch.nn.Sequential(torch.nn.Linear(1, 50), torch.nn.Tanh(), torch.nn.Linear(50, 1))
+    post = bnnkit.Posterior(
+        net, bnnkit.Gaussian(0.5, learn_noise=True, precision_prior=(1.0, 0.1)), bnnkit.GaussianPrior(1.0), num_data=30
+    )
+    return post, x, y
+
+
+def test_early_stopping_returns_the_best_held_out_iterate_and_stops_before_the_cap():
+    post, x, y = _overfit_problem()
+    cap = 20_000
+    init = map_init(post, (x, y), steps=cap, lr=1e-2, batch_size=10, start="fan_in", holdout=0.2, patience=5)
+    a = post.view.ravel(init(0, torch.Generator().manual_seed(1)))
+    best, ran = init.map_steps[0]
+    # checks every 100 steps (an epoch is 3 steps here); it stops 5 checks after the best one
+    assert ran < cap and best % 100 == 0 and ran == best + 5 * 100
+    again = post.view.ravel(init(0, torch.Generator().manual_seed(1)))
+    assert torch.equal(a, again)  # reproducible from the chain's generator
+    # the run without early stopping, to the cap, has fitted the noise: a smaller noise sd than the
+    # early-stopped iterate's
+    full = map_init(post, (x, y), steps=ran + 2000, lr=1e-2, batch_size=10, start="fan_in")
+    b = full(0, torch.Generator().manual_seed(1))
+    a_noise = post.view.unravel(a)["likelihood.log_precision"]
+    assert b["likelihood.log_precision"] > a_noise
+
+
+def test_early_stopping_refuses_bad_fractions():
+    post, x, y = _overfit_problem()
+    for bad in (0.0, 0.7, 1):
+        with pytest.raises(BnnkitError, match="holdout must be a fraction"):
+            map_init(post, (x, y), holdout=bad)
+    with pytest.raises(BnnkitError, match="holds out no row"):
+        map_init(post, (x, y), holdout=0.01)

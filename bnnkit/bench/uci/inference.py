@@ -161,16 +161,17 @@ def _adaptive(method: str, data: Any, cfg: dict, gp: Any, seed: int, progress: b
     else:
         post = Posterior(net, lik, GaussianPrior(cfg["prior_scale"]), num_data=n)
     bs = min(cfg["batch_size"], n)
-    map_steps = min(c["map_epochs"] * _batches_per_epoch(n, cfg), c["map_max_steps"])
     init = map_init(
         post,
         (x, y),
-        steps=map_steps,
+        steps=c["map_max_steps"],
         lr=c["map_lr"],
         batch_size=bs,
         start=c["map_start"],
         # the functional prior's exact log density sums every Vecchia factor: use the step's estimate
         gradient="stochastic" if method == "fsghmc" else "exact",
+        holdout=c["map_holdout"],
+        patience=c["map_patience"],
     )
     rule = FunctionSpaceConvergence(
         post, data.x_test[: c["check_inputs"]], rhat=c["rhat"], ess=c["ess"], min_draws=c["min_draws"]
@@ -191,6 +192,8 @@ def _adaptive(method: str, data: Any, cfg: dict, gp: Any, seed: int, progress: b
         progress=progress,
     )
     s.config["step_size_used"] = c["step_size"]
+    # (best step, steps run) of each chain's MAP phase
+    map_steps = [list(v) for _, v in sorted(init.map_steps.items())]
     s.config["convergence"] = {**rule.last, "stopped": s.config.get("stopped"), "map_steps": map_steps}
     return post, s
 

@@ -206,8 +206,9 @@ def _report(
     a = cfg.get("adaptive") or {}
     adaptive_note = (
         f"{', '.join(adaptive)}: scale-adapted SGHMC (eps {a['step_size']}, mdecay {a['mdecay']}), "
-        f"{a['chains']} vectorised chains, each warm started by min({a['map_epochs']} epochs, "
-        f"{a['map_max_steps']:,} steps) of Adam (lr {a['map_lr']}) from PyTorch's default initialisation, "
+        f"{a['chains']} vectorised chains, each warm started by at most {a['map_max_steps']:,} steps of Adam "
+        f"(lr {a['map_lr']}) from PyTorch's default initialisation, early-stopped on a held-out "
+        f"{a['map_holdout']:.0%} of the training rows (patience {a['map_patience']} scores), "
         f"{a['burn_in']} burn-in steps, then draws thinned by {a['thin']} until the function-space R-hat at "
         f"{a['check_inputs']} test inputs is <= {a['rhat']} with ESS >= {a['ess']} (checked every "
         f"{a['min_draws']} draws per chain) or {a['draws']} draws per chain are spent"
