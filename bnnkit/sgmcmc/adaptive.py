@@ -89,6 +89,7 @@ from ..core.errors import BnnkitError, check_positive
 from ..core.target import Target
 from ..core.types import Adaptation, Batch, Kernel
 from .common import COLLECT, StepSizeTensors, check_temperature, normal
+from .hyper import check_gibbs_every, gibbs_hyper, hyper_gibbs, zero_blocks
 from .schedules import Constant
 
 VHAT_FLOOR = 1e-16  # M^-1 = (V_hat + floor)^(-1/2): bounded where a gradient is exactly zero throughout
@@ -130,12 +131,17 @@ class AdaptiveSGHMC:
             variance, as the paper does; off by default (it ran cold in every bnnkit measurement,
             see the module docstring).
         temperature: ``T``; ``T < 1`` samples a cold posterior.
+        gibbs_every: every this many steps first draw the conjugate hyperparameters (a learnt
+            noise precision, learnt prior precisions) from their conditionals given the weights,
+            as SGHMC's option does (:mod:`bnnkit.sgmcmc.hyper`); their momentum is set to 0.
+            Their preconditioner estimate is left as it is.  Sequential chains only.
     """
 
     step_size: float = 1e-2
     mdecay: float = 0.05
     noise_correction: bool = False
     temperature: float = 1.0
+    gibbs_every: int | None = None
     name: str = "asghmc"
 
     def __post_init__(self) -> None:
@@ -153,17 +159,28 @@ class AdaptiveSGHMC:
         if not isinstance(self.noise_correction, bool):
             raise BnnkitError(f"noise_correction must be True or False, got {self.noise_correction!r}.")
         check_temperature(self.temperature)
+        check_gibbs_every(self.gibbs_every, self.temperature)
 
-    vectorizable = True
     sampling_fraction = 1.0
 
+    @property
+    def vectorizable(self) -> bool:
+        return self.gibbs_every is None
+
+    @property
+    def not_vectorizable_because(self) -> str:
+        return "gibbs_every draws the hyperparameters with the target's per-chain conjugate updates"
+
     def config(self) -> dict:
-        return {
+        cfg = {
             "step_size": float(self.step_size),
             "mdecay": float(self.mdecay),
             "noise_correction": self.noise_correction,
             "temperature": float(self.temperature),
         }
+        if self.gibbs_every is not None:  # only then: configs (and resumable runs) are unchanged
+            cfg["gibbs_every"] = self.gibbs_every
+        return cfg
 
     def build(self, target: Target) -> Kernel:
         eps = float(self.step_size)
@@ -171,6 +188,7 @@ class AdaptiveSGHMC:
         drift_coef = 2.0 * eps2 * a * float(self.temperature)  # variance per unit M^-1
         correction = eps2 * eps2 if self.noise_correction else 0.0
         step_size_tensor = StepSizeTensors(Constant(eps))
+        gibbs = hyper_gibbs(target, self.gibbs_every, type(self).__name__)
 
         def init(position: Tensor, batch: Batch) -> AdaptiveSGHMCState:
             x = position.detach().clone()
@@ -189,6 +207,9 @@ class AdaptiveSGHMC:
             state: AdaptiveSGHMCState, batch: Batch, gen: torch.Generator
         ) -> tuple[AdaptiveSGHMCState, AdaptiveSGHMCInfo]:
             x, v = state.position, state.momentum
+            if gibbs is not None and gibbs.due(int(state.iteration)):
+                x = gibbs_hyper(x, batch, gen, gibbs.blocks)
+                v = zero_blocks(v, gibbs.blocks)
             g_bar, v_hat, tau = state.grad_avg, state.square_avg, state.window
             lp, g = target.estimate_grad(x, batch, gen)  # g = grad log p = -grad U
             # The first step always estimates (tau = 0: the estimates become g and g^2).

@@ -26,7 +26,7 @@ from bnnkit.core.errors import BnnkitError
 from bnnkit.core.target import as_target
 from bnnkit.data import Minibatches
 from bnnkit.diagnostics import ess
-from bnnkit.sgmcmc import SGHMC, SGLD, CyclicalSGHMC, CyclicalSGLD, PreconditionedSGLD
+from bnnkit.sgmcmc import SGHMC, SGLD, AdaptiveSGHMC, CyclicalSGHMC, CyclicalSGLD, PreconditionedSGLD
 from tests.helpers import Interrupted, linear_problem
 
 A, B = 2.0, 0.5  # Gamma prior of the noise precision tau
@@ -181,10 +181,33 @@ def test_minibatch_psgld_with_gibbs_matches_within_the_stated_minibatch_bias():
     _minibatch_check(s, m)
 
 
+def test_minibatch_adaptive_sghmc_with_gibbs_matches_within_the_stated_minibatch_bias():
+    m = 50
+    stream = Minibatches(LARGE.X, LARGE.y, batch_size=m)
+    s = bnnkit.sample(
+        AdaptiveSGHMC(0.03, gibbs_every=10),
+        posterior(LARGE, num_data=100),
+        stream,
+        num_samples=3000,
+        thin=2,
+        num_warmup=500,
+        seed=0,
+        progress=False,
+    )
+    _minibatch_check(s, m)
+    assert AdaptiveSGHMC(0.03, gibbs_every=10).config()["gibbs_every"] == 10
+    assert not AdaptiveSGHMC(0.03, gibbs_every=10).vectorizable and AdaptiveSGHMC(0.03).vectorizable
+
+
 @pytest.mark.parametrize(
     "alg",
-    [SGLD(1e-12, gibbs_every=4), SGHMC(1e-12, gibbs_every=4), PreconditionedSGLD(1e-16, gibbs_every=4)],
-    ids=["sgld", "sghmc", "psgld"],
+    [
+        SGLD(1e-12, gibbs_every=4),
+        SGHMC(1e-12, gibbs_every=4),
+        PreconditionedSGLD(1e-16, gibbs_every=4),
+        AdaptiveSGHMC(1e-12, gibbs_every=4),
+    ],
+    ids=["sgld", "sghmc", "psgld", "asghmc"],
 )
 def test_gibbs_draws_happen_exactly_at_multiples_of_gibbs_every(alg):
     """With a negligible step size only the Gibbs draws move the position: the noise precision
