@@ -11,7 +11,10 @@ rows, float32, 1 thread by default.  Cases, each as time per gradient evaluation
 - ``{sgld,sghmc}_fused_T{T}``: :meth:`bnnkit.sgmcmc.FusedKernel.run_block` over ``T`` steps
   (drawing the block's minibatches and normals from the generator, then one compiled ``scan``);
 - ``{sgld,sghmc}_fused_T{T}_core``: the compiled block alone on pre-drawn inputs (what the
-  per-step draws cost is the difference).
+  per-step draws cost is the difference);
+- with ``--driver``, ``{sgld,sghmc}_sample_{eager,compiled,fused}``: whole ``bnnkit.sample`` runs
+  of ``--grads`` draws (one chain, no warm-up, default ``chunk_size``), step at a time, with
+  ``compile=True``, and with ``fused=True`` (the driver's automatic block size).
 
 Timing: every case is warmed up, then ``--rounds`` rounds, each running every case for about
 ``--grads`` gradient evaluations back to back, cases interleaved so that load from other
@@ -108,6 +111,25 @@ def build(args):
                 fk._block(carry0, batch, eps, scale, xi)
 
             cases[f"{name}_fused_T{T}_core"] = (core, T)
+    if args.driver:
+        for name, alg in algs.items():
+            for label, kw in (("eager", {}), ("compiled", {"compile": True}), ("fused", {"fused": True})):
+
+                def run(alg=alg, kw=kw) -> None:
+                    bnnkit.sample(
+                        alg,
+                        post,
+                        Minibatches(X, y, batch_size=m, drop_last=True),
+                        num_samples=args.grads,
+                        init="module",
+                        progress=False,
+                        **kw,
+                    )
+
+                t0 = time.perf_counter()
+                run()
+                compile_s[f"{name}_sample_{label}_first_call"] = time.perf_counter() - t0
+                cases[f"{name}_sample_{label}"] = (run, args.grads)
     for T in args.unroll_blocks:  # compile time of the unrolled loop (not timed per step)
         torch._dynamo.reset()
         fk = Fused(algs["sgld"], block=T, loop="unroll").build(post)
@@ -134,6 +156,7 @@ def main() -> None:
         default=[],
         help="also measure the compile time of loop='unroll' at these block sizes (slow: tens of seconds each)",
     )
+    ap.add_argument("--driver", action="store_true", help="also time whole bnnkit.sample runs")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     cases, compile_s = build(args)
@@ -172,8 +195,9 @@ def main() -> None:
             + " ".join(
                 f"--{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}"
                 for k, v in vars(args).items()
-                if v != []
-            ),
+                if v != [] and not isinstance(v, bool)
+            )
+            + (" --driver" if args.driver else ""),
             "rounds": args.rounds,
             "cases": results,
             "compile_seconds": compile_s,

@@ -77,6 +77,7 @@ def sample(
     chains: Sequence[int] | None = None,
     on_divergence: str = "raise",
     stop_when: Any = None,
+    fused: bool | int = False,
 ) -> Samples:
     """Run ``algorithm`` on ``posterior`` and return its draws.
 
@@ -123,6 +124,11 @@ def sample(
             outputs at held-out inputs); ``num_samples`` is then the budget.  It needs all chains
             in one unit (``chain_method="vectorized"``, or one chain).  The returned
             ``samples.config["stopped"]`` says whether the rule or the budget ended the run.
+        fused: run SG-MCMC (SGLD, SGHMC and their cyclical variants) in compiled blocks of steps,
+            Python once per block instead of once per step (:mod:`bnnkit.core.blocks`):
+            ``True`` picks the block length (at most 64 steps), a number caps it.  Same draws as
+            step at a time to float rounding; a resumed run must use the same setting.
+            ``docs/scaling.md`` lists what is not fused.
 
     The returned draws carry ``samples.final_states``: each chain's last state (its NamedTuple of
     tensors), keyed by chain, or by the first chain of a vectorised group; for a variational
@@ -140,13 +146,25 @@ def sample(
         init = getattr(algorithm, "default_init", None)
     target, model_config, init = _build_target(posterior, data, init, validate)
     chain_ids = _chain_ids(chains, num_chains)
+    block = 0
+    if fused is not False and fused is not None:
+        from .blocks import build_block_kernel, fused_block
+
+        width = len(chain_ids) if chain_method == "vectorized" else 1  # positions [K, D]
+        block = fused_block(fused, algorithm, compile, target.view.size * width)
+    flat_target = target  # one chain's (the fused block vectorises the chains itself)
     target, batches, units = _plan_units(algorithm, target, data, chain_ids, chain_method, compile)
     if stop_when is not None and len(units) > 1:
         raise BnnkitError(
             "stop_when compares chains as they run, so they must run together: pass "
             "chain_method='vectorized' (or num_chains=1)."
         )
-    if getattr(algorithm, "needs_model", False):  # VI: the network's forward, likelihood, prior
+    if block:
+        chains_k = len(chain_ids) if chain_method == "vectorized" else None
+        kernel = build_block_kernel(
+            algorithm, posterior, flat_target, block, chains_k, not isinstance(batches, FullBatch)
+        )
+    elif getattr(algorithm, "needs_model", False):  # VI: the network's forward, likelihood, prior
         kernel = algorithm.build(target, model=posterior)
     else:
         kernel = algorithm.build(target)
@@ -168,6 +186,8 @@ def sample(
     }
     if chain_method != "sequential":
         config["chain_method"] = chain_method
+    if block:  # fused draws agree with step-at-a-time ones to float rounding: a resume must match
+        config["fused"] = {"block": "auto" if fused is True else block, "loop": getattr(kernel, "loop", None)}
     if stop_when is not None:
         config["stop_when"] = stop_when.config()
     store = RunStore(output, config) if output is not None else None
@@ -185,6 +205,7 @@ def sample(
         sampling_fraction=float(getattr(algorithm, "sampling_fraction", 1.0)),
         validate=validate,
         stop_when=stop_when,
+        block=block,
     )
     results, diverged, dropped = _run_units(
         kernel, target, posterior, batches, fresh_batches, units, settings, store, chain_ids, on_divergence
@@ -289,6 +310,9 @@ def _run_units(
     results: dict[int, tuple[Tensor, dict[str, Tensor]]] = {}
     diverged: list[int] = []
     dropped: list[int] = []
+    run_unit = _run_unit
+    if settings.block:
+        from .blocks import run_unit_blocks as run_unit
     try:
         for unit in units:
             if store is not None:
@@ -301,7 +325,7 @@ def _run_units(
                 store.lock(unit)
             try:
                 results.update(
-                    _run_unit(kernel, target, posterior, batches, fresh_batches, unit, settings, store)
+                    run_unit(kernel, target, posterior, batches, fresh_batches, unit, settings, store)
                 )
             except DivergenceError as err:
                 err.partial = {**results, **err.partial}
@@ -385,6 +409,7 @@ class _Settings:
     sampling_fraction: float
     validate: bool = True
     stop_when: Any = None
+    block: int = 0  # steps per fused block (bnnkit.core.blocks); 0: step at a time
     report: dict = field(default_factory=dict)  # what the run has to say at its end (why it stopped)
 
 
@@ -395,25 +420,36 @@ def _read_stop(store, home: int) -> dict | None:
     return json.loads(p.read_text()) if p.exists() else None
 
 
-def _run_unit(
-    kernel, target, posterior, batches, fresh_batches, unit: list[int], cfg: _Settings, store
-) -> dict[int, tuple[Tensor, dict[str, Tensor]]]:
-    """Run one chain, or (``cfg.vectorized``) the chains of ``unit`` as one stacked state."""
-    vectorized, seed, init = cfg.vectorized, cfg.seed, cfg.init
-    num_warmup, num_samples, thin, chunk_size = cfg.num_warmup, cfg.num_samples, cfg.thin, cfg.chunk_size
+@dataclass
+class _Start:
+    """Where a unit starts: afresh, or from its newest checkpoint."""
+
+    gen: torch.Generator
+    state: Any
+    astate: Any
+    start: int
+    num_chunks: int
+    n_collectable: int
+    n_kept: int
+    stop: str | None  # a run killed right after its rule said stop does not run on
+    total: int  # steps the progress bar expects
+
+
+def _start_unit(kernel, target, posterior, batches, fresh_batches, unit, cfg: _Settings, store) -> _Start:
+    """The unit's generator, state and counters: from its checkpoint, or drawn afresh."""
+    vectorized, seed, init, num_warmup = cfg.vectorized, cfg.seed, cfg.init, cfg.num_warmup
     # Cyclical SG-MCMC keeps draws only in its sampling stages: estimate the steps needed.
     # Steps before the first kept draw: warm-up, or an optimisation algorithm's fit (VI).
-    fit_steps = getattr(kernel, "fit_steps", 0)
-    pre = max(num_warmup, fit_steps)
-    total = pre + math.ceil(num_samples * thin / cfg.sampling_fraction)
+    pre = max(num_warmup, getattr(kernel, "fit_steps", 0))
+    total = pre + math.ceil(cfg.num_samples * cfg.thin / cfg.sampling_fraction)
     home = unit[0]  # the checkpoint of a vectorised group lives with its first chain
     # A vectorised group draws its noise from one generator of its own; its initial positions
     # still come from each chain's generator, so they equal the sequential run's.
     device = target.view.device  # CUDA parameters need a CUDA generator for their noise
     gen = make_generator(seed, VECTOR_SEED_OFFSET + home if vectorized else home, device)
     ckpt = store.load_checkpoint(home, unit) if store is not None else None
-    adapt = kernel.adaptation if num_warmup > 0 else None
-    resumed_stop: str | None = None
+    adapt = getattr(kernel, "adaptation", None) if num_warmup > 0 else None
+    stop: str | None = None
     if ckpt is not None:
         state = ckpt["state_type"](**ckpt["state"])
         astate = ckpt["adapt_type"](**ckpt["adapt"]) if ckpt["adapt"] is not None else None
@@ -425,7 +461,7 @@ def _run_unit(
             cfg.stop_when.reset()
             if num_chunks:  # the rule sees every draw kept before the interruption again
                 stored = [torch.cat(list(store.iter_positions(c))) for c in unit]
-                resumed_stop = cfg.stop_when.update(torch.stack(stored))
+                stop = cfg.stop_when.update(torch.stack(stored))
     else:
         batches.load_state_dict(fresh_batches)
         if vectorized:
@@ -444,29 +480,72 @@ def _run_unit(
         start, num_chunks, n_collectable, n_kept = 0, 0, 0, 0
         if cfg.stop_when is not None:
             cfg.stop_when.reset()
-    stop = resumed_stop  # a run killed right after its rule said stop does not run on
+    return _Start(gen, state, astate, start, num_chunks, n_collectable, n_kept, stop, total)
+
+
+def _save_checkpoint(store, home, state, astate, gen, batches, iteration, num_chunks, n_collectable, n_kept):
+    store.save_checkpoint(
+        home,
+        {
+            "state": state,
+            "adapt": astate,
+            "generator": gen.get_state(),
+            "batches": batches.state_dict(),
+            "iteration": iteration,
+            "num_chunks": num_chunks,
+            "n_collectable": n_collectable,
+            "n_kept": n_kept,
+        },
+    )
+
+
+def _finish_unit(state, unit, cfg: _Settings, store, stop, n_kept, kept_in_memory):
+    """Record why the unit stopped and its final state; return its in-memory draws."""
+    home, vectorized = unit[0], cfg.vectorized
+    if cfg.stop_when is not None:
+        report = {"reason": stop or cfg.stop_when.budget_message(), **cfg.stop_when.last}
+        report["draws_per_chain"] = n_kept
+        cfg.report["stopped"] = report
+        if store is not None:
+            (store.chain_dir(home) / "stop.json").write_text(json.dumps(report, indent=1))
+    cfg.report.setdefault("final_states", {})[home] = state
+    if store is not None:
+        for c in unit:
+            store.mark_done(c)
+        return {}
+    positions = torch.cat([c[0] for c in kept_in_memory])
+    stats = {k: torch.cat([c[1][k] for c in kept_in_memory]) for k in kept_in_memory[0][1]}
+    return dict(zip(unit, _split_chunk((positions, stats), vectorized, len(unit))))
+
+
+def _unit_label(unit: list[int], vectorized: bool) -> str:
+    return f"chains {unit[0] + 1}-{unit[-1] + 1}" if vectorized and len(unit) > 1 else f"chain {unit[0] + 1}"
+
+
+def _run_unit(
+    kernel, target, posterior, batches, fresh_batches, unit: list[int], cfg: _Settings, store
+) -> dict[int, tuple[Tensor, dict[str, Tensor]]]:
+    """Run one chain, or (``cfg.vectorized``) the chains of ``unit`` as one stacked state."""
+    vectorized, num_warmup, num_samples = cfg.vectorized, cfg.num_warmup, cfg.num_samples
+    thin, chunk_size = cfg.thin, cfg.chunk_size
+    fit_steps = getattr(kernel, "fit_steps", 0)
+    pre = max(num_warmup, fit_steps)
+    home = unit[0]
+    adapt = kernel.adaptation if num_warmup > 0 else None
+    s = _start_unit(kernel, target, posterior, batches, fresh_batches, unit, cfg, store)
+    gen, state, astate, start, total, stop = s.gen, s.state, s.astate, s.start, s.total, s.stop
+    num_chunks, n_collectable, n_kept = s.num_chunks, s.n_collectable, s.n_kept
 
     keep_pos: list[Tensor] = []
     keep_info: list[Any] = []
     kept_in_memory: list[tuple[Tensor, dict[str, Tensor]]] = []
-    label = f"chains {unit[0] + 1}-{unit[-1] + 1}" if vectorized and len(unit) > 1 else f"chain {home + 1}"
-    bar = _progress_bar(total, label, cfg.num_chains, start) if cfg.progress else None
+    bar = _progress_bar(total, _unit_label(unit, vectorized), cfg.num_chains, start) if cfg.progress else None
     acc_sum, acc_n, last_refresh = 0.0, 0, 0.0
     stuck = 0  # consecutive transitions that all diverged (an HMC/NUTS chain that cannot move)
 
     def checkpoint(next_iteration: int) -> None:
-        store.save_checkpoint(
-            home,
-            {
-                "state": state,
-                "adapt": astate,
-                "generator": gen.get_state(),
-                "batches": batches.state_dict(),
-                "iteration": next_iteration,
-                "num_chunks": num_chunks,
-                "n_collectable": n_collectable,
-                "n_kept": n_kept,
-            },
+        _save_checkpoint(
+            store, home, state, astate, gen, batches, next_iteration, num_chunks, n_collectable, n_kept
         )
 
     try:
@@ -538,20 +617,7 @@ def _run_unit(
         if bar is not None:
             bar.close()
 
-    if cfg.stop_when is not None:
-        report = {"reason": stop or cfg.stop_when.budget_message(), **cfg.stop_when.last}
-        report["draws_per_chain"] = n_kept
-        cfg.report["stopped"] = report
-        if store is not None:
-            (store.chain_dir(home) / "stop.json").write_text(json.dumps(report, indent=1))
-    cfg.report.setdefault("final_states", {})[home] = state
-    if store is not None:
-        for c in unit:
-            store.mark_done(c)
-        return {}
-    positions = torch.cat([c[0] for c in kept_in_memory])
-    stats = {k: torch.cat([c[1][k] for c in kept_in_memory]) for k in kept_in_memory[0][1]}
-    return dict(zip(unit, _split_chunk((positions, stats), vectorized, len(unit))))
+    return _finish_unit(state, unit, cfg, store, stop, n_kept, kept_in_memory)
 
 
 def _check_initial(target: Target, x0: Tensor, batch: Batch, chains: list[int]) -> None:

@@ -39,10 +39,12 @@ Not fused (a :class:`~bnnkit.core.errors.BnnkitError` says so): ``gibbs_every``,
 ``noise_estimate="online"``, ``resample_momentum_every``, a tensor mass, stochastic gradients
 (functional priors), other algorithms (pSGLD, adaptive SGHMC, HMC, ...).
 
-Entry points: :class:`Fused` (``Fused(SGLD(1e-4), block=64).build(target_or_posterior)`` gives a
-:class:`FusedKernel` whose :meth:`FusedKernel.run_block` a driver calls once per block) and
-:func:`run_fused` (a whole single-chain run with the driver's conventions: warm-up, thinning,
-explicit generator).
+Entry points: ``bnnkit.sample(SGLD(...), posterior, data, ..., fused=True)`` (the driver, through
+``SGLD.build_fused`` / ``SGHMC.build_fused`` and :func:`build_fused`; blocks cut at its chunk and
+checkpoint boundaries, see :mod:`bnnkit.core.blocks`), :class:`Fused`
+(``Fused(SGLD(1e-4), block=64).build(target_or_posterior)`` gives a :class:`FusedKernel` whose
+:meth:`FusedKernel.run_block` a driver calls once per block) and :func:`run_fused` (a whole
+single-chain run with the driver's conventions: warm-up, thinning, explicit generator).
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ from .sghmc import SGHMC, SGHMCState
 from .sgld import SGLD, SGLDState
 
 DEFAULT_BLOCK = 64  # steps per compiled call: amortises the per-call cost; memory T * D per block
+DEFAULT_LOOP = "scan"  # what bnnkit.sample(..., fused=...) builds (tests switch it to "eager")
 
 _LOOPS = ("scan", "unroll", "eager")
 
@@ -82,6 +85,8 @@ class BlockOutput(NamedTuple):
     step_size: Tensor
     num_steps: int
     num_finite: int  # leading steps whose position and log density are finite (< num_steps: diverged)
+    # At the first non-finite step (None if none): its new position, log density and step size.
+    first_bad: tuple[Tensor, Tensor, Tensor] | None = None
 
 
 class FusedRun(NamedTuple):
@@ -149,7 +154,10 @@ def _pure_log_prob(model: Any) -> tuple[Target, Callable[[Tensor, Batch], Tensor
 
     if isinstance(model, Posterior):
         target = model.target()
-        pure = _mlp_log_prob(model)
+        # A subclass with a target of its own (data-parallel all-reduce, functional prior) is not
+        # the plain likelihood + prior that the pure MLP log density rewrites.
+        own_target = type(model).target is not Posterior.target
+        pure = None if own_target else _mlp_log_prob(model)
         if pure is not None:
             return target, pure, True
         return target, target.log_prob, False
@@ -179,7 +187,8 @@ def _check_supported(algorithm: Any) -> _Update:
     if isinstance(algorithm, SGLD):
         if algorithm.gibbs_every is not None:
             raise BnnkitError(
-                "the fused loop does not run SGLD with gibbs_every (Gibbs hyperparameter draws)."
+                "the fused loop does not run SGLD with gibbs_every (Gibbs hyperparameter draws); run it "
+                "step at a time (bnnkit.sample without fused=)."
             )
         return _Update("sgld", float(algorithm.temperature))
     if isinstance(algorithm, SGHMC):
@@ -194,8 +203,8 @@ def _check_supported(algorithm: Any) -> _Update:
             why = "a tensor mass"
         if why is not None:
             raise BnnkitError(
-                f"the fused loop does not yet run SGHMC with {why}; use the step-at-a-time path "
-                "(bnnkit.sample) for it."
+                f"the fused loop does not yet run SGHMC with {why}; run it step at a time "
+                "(bnnkit.sample without fused=)."
             )
         return _Update(
             "sghmc",
@@ -205,8 +214,8 @@ def _check_supported(algorithm: Any) -> _Update:
             float(algorithm.noise_estimate),
         )
     raise BnnkitError(
-        f"the fused loop runs SGLD and SGHMC (incl. their cyclical variants), not {name}; use bnnkit.sample "
-        "for it."
+        f"the fused loop runs SGLD and SGHMC (incl. their cyclical variants), not {name}; run it step at a "
+        "time (bnnkit.sample without fused=)."
     )
 
 
@@ -294,21 +303,28 @@ class Fused:
             "fused_cpp_wrapper": self.cpp_wrapper,
         }
 
-    def build(self, model: Any) -> FusedKernel:
-        """Build against a :class:`~bnnkit.Posterior` or a :class:`~bnnkit.core.target.Target`."""
-        return FusedKernel(self, model)
+    def build(self, model: Any, chains: int | None = None, chain_batched: bool = True) -> FusedKernel:
+        """Build against a :class:`~bnnkit.Posterior` or a :class:`~bnnkit.core.target.Target`.
+
+        ``chains=K``: vectorised chains, positions ``[K, D]`` (the gradient ``vmap``-ed over them),
+        each with its own minibatch (``chain_batched``: the stream gives ``[K, M, ...]``, as
+        :meth:`bnnkit.data.Minibatches.per_chain` does) or all seeing the same batch.
+        """
+        return FusedKernel(self, model, chains, chain_batched)
 
 
 class FusedKernel:
     """A built :class:`Fused`: ``init`` as the algorithm's kernel, and :meth:`run_block`."""
 
-    def __init__(self, fused: Fused, model: Any):
+    def __init__(self, fused: Fused, model: Any, chains: int | None = None, chain_batched: bool = True):
         self.fused = fused
+        self.chains = chains
         self.update = _check_supported(fused.algorithm)
         target, log_prob, pure = _pure_log_prob(model)
         if target.stochastic_grad is not None:
             raise BnnkitError(
-                "the fused loop does not run targets with a stochastic gradient (functional priors) yet."
+                "the fused loop does not run targets with a stochastic gradient (functional priors) yet; "
+                "run them step at a time (bnnkit.sample without fused=)."
             )
         self.target = target
         self.kernel = fused.algorithm.build(target)  # init, and the reference step-at-a-time path
@@ -317,7 +333,11 @@ class FusedKernel:
         if loop == "scan" and not pure:
             loop = "unroll"
         self.loop = loop
-        step = _make_step(self.update, torch.func.grad_and_value(log_prob))
+        self._code = None
+        grad_and_value = torch.func.grad_and_value(log_prob)
+        if chains is not None:  # vectorised chains: positions [K, D], minibatches [K, M, ...] or shared
+            grad_and_value = torch.func.vmap(grad_and_value, in_dims=(0, 0 if chain_batched else None))
+        step = _make_step(self.update, grad_and_value)
         self._step = step
 
         def unrolled(carry, batches, eps, scale, xi):
@@ -341,6 +361,7 @@ class FusedKernel:
 
             options = {"cpp_wrapper": True} if fused.cpp_wrapper else None
             self._block = torch.compile(scanned, dynamic=False, fullgraph=True, options=options)
+            self._code = scanned.__code__
 
     def init(self, position: Tensor, batch: Batch) -> Any:
         return self.kernel.init(position, batch)
@@ -431,7 +452,14 @@ class FusedKernel:
             if self.loop == "scan":  # one compiled graph for every block length
                 for t in _leaves(args):
                     torch._dynamo.maybe_mark_dynamic(t, 0)
-            carry, p, lp = self._block(carry, *args)
+            try:
+                carry, p, lp = self._block(carry, *args)
+            except torch._dynamo.exc.FailOnRecompileLimitHit:
+                # Every kernel shares this one function, and each new setting in a process (a
+                # friction, a likelihood scale, a network) adds a graph of its own; past
+                # dynamo's limit of graphs per function, start its cache afresh.
+                torch._dynamo.reset_code(self._code)
+                carry, p, lp = self._block(carry, *args)
             pos.append(p)
             lps.append(lp)
         positions = pos[0] if len(pos) == 1 else torch.cat(pos)
@@ -443,14 +471,46 @@ class FusedKernel:
             new = SGLDState(carry[0], it, last_eps)
         else:
             new = SGHMCState(carry[0], carry[1], state.noise_var, it, last_eps)
-        # One host sync per block: the first step whose position or log density is not finite.
-        ok = torch.isfinite(positions).all(dim=-1) & torch.isfinite(log_density)
+        # One host sync per block: the first step whose position or log density is not finite,
+        # judged as the step-at-a-time driver judges a step (the sum of both is finite).
+        ok = torch.isfinite(positions.flatten(1).sum(-1) + log_density.reshape(num_steps, -1).sum(-1))
         num_finite = num_steps if bool(ok.all()) else int((~ok).nonzero()[0, 0])
-        return BlockOutput(new, positions[keep_t], log_density[keep_t], eps[keep_t], num_steps, num_finite)
+        bad = None
+        if num_finite < num_steps:
+            bad = (positions[num_finite], log_density[num_finite], eps[num_finite])
+        return BlockOutput(
+            new, positions[keep_t], log_density[keep_t], eps[keep_t], num_steps, num_finite, bad
+        )
+
+    def kept_stats(self, out: BlockOutput, n: int | None = None) -> dict[str, Tensor]:
+        """The first ``n`` (default all) kept draws' stats under the names, dtypes and order
+        that the step-at-a-time path stores them (the fields of its step ``info``)."""
+        n = len(out.log_density) if n is None else n
+        shape = (n,) if self.chains is None else (n, self.chains)  # vectorised: [n, K] as the driver
+        eps = out.step_size[:n] if self.chains is None else out.step_size[:n, None].expand(shape)
+        stats = {
+            "log_density": out.log_density[:n],
+            "step_size": eps,
+            "collect": torch.ones(shape, dtype=torch.bool),  # a kept draw is a collectable step
+        }
+        if self.update.kind == "sghmc":  # SGHMCInfo: the constant B, no coordinate clipped
+            stats["noise_estimate"] = torch.full(shape, self.update.noise_b)
+            stats["noise_clipped"] = torch.zeros(shape)
+        return stats
 
     def collects(self, start: int, num_steps: int) -> list[bool]:
         """Whether each step of a block keeps a draw (False in a cyclical exploration stage)."""
         return [self.schedule.sampling(t) for t in range(start, start + num_steps)]
+
+
+def build_fused(
+    algorithm: Any, model: Any, block: int, chains: int | None = None, chain_batched: bool = True
+) -> FusedKernel:
+    """``algorithm`` (SGLD / SGHMC) built to run ``block`` steps per call against ``model`` (a
+    :class:`~bnnkit.Posterior` or a :class:`~bnnkit.core.target.Target`), optionally for ``chains``
+    vectorised chains (see :meth:`Fused.build`): what ``bnnkit.sample(..., fused=...)`` reaches
+    through ``algorithm.build_fused``."""
+    return Fused(algorithm, block=block, loop=DEFAULT_LOOP).build(model, chains, chain_batched)
 
 
 def _minibatches_next():

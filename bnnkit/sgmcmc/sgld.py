@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
@@ -74,6 +74,15 @@ class SGLD:
         if self.gibbs_every is not None:
             cfg["gibbs_every"] = self.gibbs_every
         return cfg
+
+    def build_fused(
+        self, model: Any, block: int, chains: int | None = None, chain_batched: bool = True
+    ) -> Any:
+        """A :class:`~bnnkit.sgmcmc.fused.FusedKernel` running ``block`` steps per compiled call
+        (``bnnkit.sample(..., fused=...)``; ``chains``: vectorised chains)."""
+        from .fused import build_fused
+
+        return build_fused(self, model, block, chains, chain_batched)
 
     def build(self, target: Target) -> Kernel:
         schedule, temp = self.step_size, self.temperature

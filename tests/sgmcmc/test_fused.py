@@ -210,3 +210,24 @@ def test_compiled_scan_conjugate_gaussian():
     eps = 0.01
     a = 1 - eps * P / 2
     _moments_check(SGLD(eps), "scan", 2000, 5, eps / (1 - a * a))
+
+
+@pytest.mark.slow
+def test_new_settings_past_the_recompile_limit_start_the_cache_afresh(monkeypatch):
+    """Every kernel shares one compiled function; a process that builds more settings than
+    dynamo's limit of graphs per function (a sweep over frictions) still runs."""
+    torch._dynamo.reset()
+    resets = []
+    reset_code = torch._dynamo.reset_code
+    monkeypatch.setattr(torch._dynamo, "reset_code", lambda code: (resets.append(code), reset_code(code)))
+    post, X, y = _problem()
+    x0 = post.initial_position("prior", torch.Generator().manual_seed(0))
+    with torch._dynamo.config.patch(recompile_limit=2):
+        for friction in (2.0, 3.0, 4.0, 5.0):
+            kernel = Fused(SGHMC(1e-2, friction=friction), block=4).build(post)
+            gen = torch.Generator().manual_seed(1)
+            stream = Minibatches(X, y, batch_size=16)
+            state = kernel.init(x0, stream.next(gen))
+            out = kernel.run_block(state, stream, gen, 4, keep=range(4))
+            assert out.num_finite == 4 and out.positions.shape == (4, x0.numel())
+    assert resets  # the limit was reached, and the cache started afresh
