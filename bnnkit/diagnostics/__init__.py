@@ -1,6 +1,21 @@
-"""Convergence diagnostics via ArviZ (R-hat, ESS, trace plots); nothing ArviZ computes is re-implemented."""
+"""Convergence diagnostics via ArviZ (R-hat, ESS, trace plots; nothing ArviZ computes is re-implemented)
+and simulation-based calibration of samplers (:mod:`bnnkit.diagnostics.sbc`)."""
 
 from .arviz_utils import ess, rhat, trace_plot, warn_if_degenerate, weight_ess
 from .convergence import FunctionSpaceConvergence
+from .sbc import SBCRanks, SBCTest, sampler_draws, sbc_ranks, sbc_uniformity, scalar_quantities
 
-__all__ = ["FunctionSpaceConvergence", "ess", "rhat", "trace_plot", "warn_if_degenerate", "weight_ess"]
+__all__ = [
+    "FunctionSpaceConvergence",
+    "SBCRanks",
+    "SBCTest",
+    "ess",
+    "rhat",
+    "sampler_draws",
+    "sbc_ranks",
+    "sbc_uniformity",
+    "scalar_quantities",
+    "trace_plot",
+    "warn_if_degenerate",
+    "weight_ess",
+]
