@@ -89,7 +89,7 @@ from ..core.errors import BnnkitError, check_positive
 from ..core.target import Target
 from ..core.types import Adaptation, Batch, Kernel
 from .common import COLLECT, StepSizeTensors, check_temperature, normal
-from .hyper import check_gibbs_every, gibbs_hyper, hyper_gibbs, zero_blocks
+from .hyper import GibbsChains, check_gibbs_every, gibbs_hyper, hyper_gibbs, zero_blocks
 from .schedules import Constant
 
 VHAT_FLOOR = 1e-16  # M^-1 = (V_hat + floor)^(-1/2): bounded where a gradient is exactly zero throughout
@@ -121,7 +121,7 @@ _TRUE, _FALSE = torch.tensor(True), torch.tensor(False)
 
 
 @dataclass(frozen=True)
-class AdaptiveSGHMC:
+class AdaptiveSGHMC(GibbsChains):
     """Scale-adapted SGHMC hyperparameters (see the module docstring for the update).
 
     Args:
@@ -162,14 +162,6 @@ class AdaptiveSGHMC:
         check_gibbs_every(self.gibbs_every, self.temperature)
 
     sampling_fraction = 1.0
-
-    @property
-    def vectorizable(self) -> bool:
-        return self.gibbs_every is None
-
-    @property
-    def not_vectorizable_because(self) -> str:
-        return "gibbs_every draws the hyperparameters with the target's per-chain conjugate updates"
 
     def config(self) -> dict:
         cfg = {

@@ -85,6 +85,25 @@ class HyperGibbs(NamedTuple):
         return t % self.every == 0
 
 
+GIBBS_NOT_VECTORIZABLE = "gibbs_every draws the hyperparameters with the target's per-chain conjugate updates"
+
+
+class GibbsChains:
+    """For an elementwise sampler with ``gibbs_every``: it runs on stacked chains ``[K, D]``
+    unchanged, but a vectorised target carries no conjugate updates, so the Gibbs draws need one
+    chain at a time."""
+
+    gibbs_every: int | None
+
+    @property
+    def vectorizable(self) -> bool:
+        return self.gibbs_every is None
+
+    @property
+    def not_vectorizable_because(self) -> str:
+        return GIBBS_NOT_VECTORIZABLE
+
+
 def check_gibbs_every(gibbs_every: int | None, temperature: float) -> None:
     """Validate the option when the sampler is configured."""
     if gibbs_every is None:

@@ -34,7 +34,7 @@ from ..core.errors import BnnkitError, check_int_at_least, check_positive
 from ..core.target import Target
 from ..core.types import Batch, Kernel
 from .common import COLLECT, StepSizeTensors, check_temperature, normal, split_batch
-from .hyper import check_gibbs_every, gibbs_hyper, hyper_gibbs, zero_blocks
+from .hyper import GIBBS_NOT_VECTORIZABLE, check_gibbs_every, gibbs_hyper, hyper_gibbs, zero_blocks
 from .schedules import CosineCycle, Schedule, as_schedule
 
 
@@ -131,7 +131,7 @@ class SGHMC:
     def not_vectorizable_because(self) -> str:
         if self.noise_estimate == "online":
             return "noise_estimate='online' splits each minibatch into halves, per chain"
-        return "gibbs_every draws the hyperparameters with the target's per-chain conjugate updates"
+        return GIBBS_NOT_VECTORIZABLE
 
     @property
     def sampling_fraction(self) -> float:

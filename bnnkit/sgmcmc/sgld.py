@@ -26,7 +26,7 @@ from torch import Tensor
 from ..core.target import Target
 from ..core.types import Batch, Kernel
 from .common import COLLECT, SGInfo, StepSizeTensors, check_temperature, normal
-from .hyper import check_gibbs_every, gibbs_hyper, hyper_gibbs
+from .hyper import GibbsChains, check_gibbs_every, gibbs_hyper, hyper_gibbs
 from .schedules import CosineCycle, Schedule, as_schedule
 
 
@@ -37,7 +37,7 @@ class SGLDState(NamedTuple):
 
 
 @dataclass(frozen=True)
-class SGLD:
+class SGLD(GibbsChains):
     """SGLD hyperparameters: ``step_size`` (a number or a schedule) and ``temperature``.
 
     ``gibbs_every=k``: every ``k`` steps first draw the conjugate hyperparameters (a learnt noise
@@ -54,16 +54,6 @@ class SGLD:
         object.__setattr__(self, "step_size", as_schedule(self.step_size))
         check_temperature(self.temperature)
         check_gibbs_every(self.gibbs_every, self.temperature)
-
-    @property
-    def vectorizable(self) -> bool:
-        # Elementwise update: runs on stacked chains [K, D] unchanged.  The vectorised target
-        # carries no conjugate updates, so the Gibbs draws need one chain at a time.
-        return self.gibbs_every is None
-
-    @property
-    def not_vectorizable_because(self) -> str:
-        return "gibbs_every draws the hyperparameters with the target's per-chain conjugate updates"
 
     @property
     def sampling_fraction(self) -> float:
