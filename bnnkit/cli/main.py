@@ -93,6 +93,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="choose each SG-MCMC step size per split by held-out NLL (80/20 of the training rows)",
     )
     uci.add_argument(
+        "--protocol",
+        type=int,
+        choices=(3, 4),
+        default=4,
+        help="protocol version (default: %(default)s); 3 rebuilds or extends the protocol-3 tables "
+        "(plain SGHMC / fSGHMC at the step-size table)",
+    )
+    uci.add_argument(
         "--from-cells",
         default=None,
         metavar="JSONL",
@@ -241,10 +249,11 @@ def _experiment_extrapolation(args: argparse.Namespace) -> int:
 def _bench_uci(args: argparse.Namespace) -> int:
     import torch
 
-    from ..bench.uci import run_uci
+    from ..bench.uci import run_uci, stock_protocol
 
     torch.set_num_threads(args.threads)
     report = run_uci(
+        protocol=stock_protocol(args.quick, args.protocol),
         datasets=[d for d in args.datasets.split(",") if d],
         methods=[m for m in args.methods.split(",") if m],
         splits=args.splits,

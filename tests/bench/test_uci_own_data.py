@@ -194,3 +194,21 @@ def test_the_table_shows_published_numbers_in_original_units_beside_ours():
     assert "| toyset | mcdropout | 0.300 |" in md and "| toyset | published" not in md
     assert rep["published"]["bostonHousing"]["pbp"]["rmse"] == (3.014, 0.180)
     assert "toyset" not in rep["published"]
+
+
+def test_protocol_3_stays_runnable_for_its_tables(tmp_path):
+    """``--protocol 3`` (stock_protocol(quick, 3)) runs sghmc as plain SGHMC at the step-size table
+    and writes protocol-3 cells; the other versions are refused."""
+    p3 = uci.stock_protocol(True, 3)
+    assert p3.version == 3 and p3.config()["adaptive"] is None and uci.stock_protocol(True) is QUICK_PROTOCOL
+    with pytest.raises(BnnkitError, match="runs protocol 4 or 3"):
+        uci.stock_protocol(False, 2)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(60, 3, generator=g)
+    y = x[:, 0] + 0.1 * torch.randn(60, generator=g)
+    rep = run_uci_arrays(x, y, splits=1, methods=["sghmc"], out=tmp_path, quick=True, progress=False,
+                         log=lambda s: None, protocol=p3)  # fmt: skip
+    (cell,) = rep["cells"]
+    assert cell["protocol"] == 3 and cell["step_size"] == p3.config()["step_size"]["sghmc"]
+    assert "rhat" not in cell  # no convergence rule in protocol 3
+

@@ -52,6 +52,7 @@ from .protocol import (  # noqa: F401
     canonical_methods,
     default_step_size,
     friction,
+    stock_protocol,
 )
 from .records import _read_cells, _same_run, _settings  # noqa: F401
 from .report import PAPER, _mean_se, _method_label, _plot, _report, _write  # noqa: F401
@@ -81,5 +82,6 @@ __all__ = [
     "resolve_uci_name",
     "run_uci",
     "run_uci_arrays",
+    "stock_protocol",
     "uci_num_splits",
 ]

@@ -189,7 +189,7 @@ class UCIProtocol:
     # within 1,500 steps at eps 3e-2, to 0.063 at 1e-2 and stayed at 0.052 at 3e-3 (test RMSE 0.107
     # at 3e-2 against 0.034).  The MAP phase: Adam on 90 % of the rows, stopped early on the other
     # 10 % (map_init's holdout: a fixed length overfits noisy sets and underfits smooth ones).
-    adaptive: Mapping[str, Any] = _table(
+    adaptive: Mapping[str, Any] | None = _table(
         step_size=3e-3,
         mdecay=0.05,
         map_max_steps=20_000,
@@ -311,9 +311,16 @@ QUICK_PROTOCOL = FULL_PROTOCOL.replace(**QUICK)
 DEFAULTS = FULL_PROTOCOL.config()
 
 
-def stock_protocol(quick: bool) -> UCIProtocol:
-    """The bench's protocol: :data:`QUICK_PROTOCOL` for ``--quick``, else :data:`FULL_PROTOCOL`."""
-    return QUICK_PROTOCOL if quick else FULL_PROTOCOL
+def stock_protocol(quick: bool, version: int = PROTOCOL) -> UCIProtocol:
+    """The bench's protocol: :data:`QUICK_PROTOCOL` for ``--quick``, else :data:`FULL_PROTOCOL`;
+    ``version=3`` gives protocol 3 (no ``adaptive`` table: sghmc and fsghmc run plain (f)SGHMC at
+    the step-size table), which rebuilds and extends the protocol-3 tables of docs/uci_results.md."""
+    stock = QUICK_PROTOCOL if quick else FULL_PROTOCOL
+    if version == PROTOCOL:
+        return stock
+    if version == 3:
+        return stock.replace(version=3, adaptive=None)
+    raise BnnkitError(f"the UCI bench runs protocol {PROTOCOL} or 3, not {version!r}.")
 
 
 def check_protocol(protocol: UCIProtocol, quick: bool) -> None:
