@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -167,6 +168,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="play nothing: rebuild the tables and plots from a bandit_runs.jsonl (runs it lacks are left out)",
     )
+    ban.add_argument(
+        "--config",
+        default=None,
+        metavar="JSON",
+        help='overrides of the agents\' defaults (bnnkit.bench.bandit.DEFAULTS) as a JSON object, e.g. '
+        '\'{"fsgld_weight_term": "sgld", "fsgld_max_step": 0.001}\'; written into every run\'s record',
+    )
     ban.add_argument("--threads", type=int, default=1)
     ban.add_argument("--no-progress", action="store_true")
     return parser
@@ -295,6 +303,19 @@ def _bench_image(args: argparse.Namespace) -> int:
     return 0
 
 
+def _json_object(text: str | None, flag: str) -> dict | None:
+    """``text`` parsed as a JSON object (None stays None); a clear error otherwise."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise BnnkitError(f"{flag} must be a JSON object, e.g. '{{\"noise\": 0.25}}': {err}") from None
+    if not isinstance(value, dict):
+        raise BnnkitError(f"{flag} must be a JSON object (keys and values), got {type(value).__name__}.")
+    return value
+
+
 def _bench_bandit(args: argparse.Namespace) -> int:
     import torch
 
@@ -312,6 +333,7 @@ def _bench_bandit(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
         resume=args.resume,
         from_runs=args.from_runs,
+        config=_json_object(args.config, "--config"),
     )
     print((Path(args.out) / "bandit.md").read_text())
     return 0

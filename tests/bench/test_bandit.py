@@ -270,7 +270,7 @@ def test_a_stopped_command_keeps_its_finished_runs_and_resume_plays_only_the_res
             raise KeyboardInterrupt  # the user stops the command mid-way
         return real_play(*args, **kw)
 
-    monkeypatch.setattr(bandit, "play", dies_on_the_third_run)
+    monkeypatch.setattr(bandit.runner, "play", dies_on_the_third_run)
     with pytest.raises(KeyboardInterrupt):
         _short(tmp_path / "run")
     records = (tmp_path / "run" / bandit.RUNS_FILE).read_text().splitlines()
@@ -279,7 +279,7 @@ def test_a_stopped_command_keeps_its_finished_runs_and_resume_plays_only_the_res
     with (tmp_path / "run" / bandit.RUNS_FILE).open("a") as f:
         f.write('{"method": "greedy0", "pat')
     calls.clear()
-    monkeypatch.setattr(bandit, "play", lambda *a, **k: (calls.append(a[0]), real_play(*a, **k))[1])
+    monkeypatch.setattr(bandit.runner, "play", lambda *a, **k: (calls.append(a[0]), real_play(*a, **k))[1])
     resumed = _short(tmp_path / "run", resume=True)
     assert calls == ["greedy0", "greedy0"]  # both sgld runs were reused
     assert _finals(resumed) == _finals(full) and resumed["runs_reused"] == 2

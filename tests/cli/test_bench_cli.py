@@ -44,6 +44,9 @@ def test_bad_input_ends_in_one_line_that_says_what_to_change(tmp_path, capsys):
     assert err.startswith("bnnkit: error: first_split must lie in 0..1") and "Traceback" not in err
     assert main(["bench", "bandit", "--methods", "nosuch", "--out", str(tmp_path)]) == 2
     assert "nosuch" in capsys.readouterr().err
+    for bad, says in (("[1]", "got list"), ("{noise: 1}", "must be a JSON object")):
+        assert main(["bench", "bandit", "--quick", "--config", bad, "--out", str(tmp_path)]) == 2
+        assert says in capsys.readouterr().err
 
 
 def test_a_stop_by_ctrl_c_says_where_the_finished_work_is(tmp_path, capsys, monkeypatch):

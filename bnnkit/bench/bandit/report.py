@@ -1,0 +1,209 @@
+"""The bandit's report: the markdown table, ``bandit.json`` (with the protocol), the curves and plots."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .protocol import GREEDY_EPSILON, RUNS_FILE
+
+
+def _fmt_list(values: Sequence[Any]) -> str:
+    return ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in values)
+
+
+def _curve_index(steps: int, points: int) -> list[int]:
+    """Interaction counts (1-based) at which the JSON keeps the cumulative regret; ends at ``steps``."""
+    k = max(1, min(points, steps))
+    return sorted({max(1, round(steps * (j + 1) / k)) for j in range(k)})
+
+
+def _mean_sd(values: Sequence[float]) -> tuple[float, float | None]:
+    """Mean and sample standard deviation (None for a single value: JSON has no NaN)."""
+    n = len(values)
+    m = sum(values) / n
+    if n < 2:
+        return m, None
+    return m, math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1))
+
+
+def _report(
+    runs, methods, patterns, seeds, steps, quick, cfg, overrides, cmd, grid, wall, reused, source
+) -> dict[str, Any]:
+    summary: dict[str, Any] = {}
+    for p in patterns:
+        for m in methods:
+            sel = [r for r in runs if r["method"] == m and r["pattern"] == p]
+            if not sel:  # rebuilt from a record file that lacks these runs
+                summary.setdefault(f"{p:g}", {})[m] = None
+                continue
+            exp = [r["final_expected_regret"] for r in sel]
+            mean, sd = _mean_sd(exp)
+            summary.setdefault(f"{p:g}", {})[m] = {
+                "seeds": [r["seed"] for r in sel],
+                "final_expected_regret_mean": mean,
+                "final_expected_regret_sd": sd,
+                "final_expected_regret_min": min(exp),
+                "final_expected_regret_max": max(exp),
+                "final_realised_regret_mean": _mean_sd([r["final_realised_regret"] for r in sel])[0],
+                "seconds_mean": _mean_sd([r["seconds"] for r in sel])[0],
+                "ms_per_interaction_mean": _mean_sd([r["ms_per_interaction"] for r in sel])[0],
+            }
+
+    def cell(s: dict | None) -> str:
+        if s is None:
+            return "-"
+        m, sd = s["final_expected_regret_mean"], s["final_expected_regret_sd"]
+        text = f"{m:.0f}" if sd is None else f"{m:.0f} +- {sd:.0f}"
+        return text if len(s["seeds"]) == len(seeds) else f"{text} (n = {len(s['seeds'])})"
+
+    lines = [
+        f"# Mushroom contextual bandit ({'quick mode: a smoke test, not results' if quick else 'Blundell et al. protocol'})",
+        "",
+        f"Command: `{cmd}`"
+        + (f" with config overrides `{json.dumps(overrides)}`" if overrides else "")
+        + ".",
+        f"Seeds {_fmt_list(seeds)} (one run per seed; the seed fixes the mushroom sequence, the poison",
+        "outcomes, the initial weights and the agent's random numbers). Cells: cumulative *expected* regret",
+        f"after {steps} interactions (E[oracle reward] - E[reward of the chosen action], summed), mean +- sd",
+        "over seeds. The oracle eats exactly the edible mushrooms. Lower is better.",
+        "",
+        "| method | " + " | ".join(f"p = {p:g}" for p in patterns) + " |",
+        "|---|" + "---|" * len(patterns),
+    ]
+    for m in methods:
+        lines.append(f"| {m} | " + " | ".join(cell(summary[f"{p:g}"][m]) for p in patterns) + " |")
+    timing = ", ".join(
+        f"{m} {_mean_sd([r['ms_per_interaction'] for r in runs if r['method'] == m])[0]:.1f}"
+        for m in methods
+        if any(r["method"] == m for r in runs)
+    )
+    run_seconds = sum(r["seconds"] for r in runs)
+    if reused:
+        when = (
+            f"{wall:.0f} s for this command, which reused {reused} of its {len(runs)} runs from "
+            f"`{source}` ({run_seconds:.0f} s summed over the runs, each with the threads of its own command)"
+        )
+    else:
+        when = f"{wall:.0f} s in all with {torch.get_num_threads()} torch thread(s)"
+    lines += [
+        "",
+        f"Wall-clock time (varies between runs, unlike the regrets): {when}; ms per interaction: {timing}.",
+        "Curves: `bandit_p<p>.png` (mean over seeds, min-max band). Per-run numbers: `bandit.csv`, `bandit.json`,",
+        f"`{RUNS_FILE}` (each run as it finished; `--resume` and `--from-runs` read it).",
+        "Protocol choices (bnnkit's where the paper is silent): `protocol` in `bandit.json` and the docstring of",
+        "`bnnkit.bench.bandit`.",
+    ]
+    protocol = {
+        **cfg,
+        "reward_rule": "eat edible +5; eat poisonous -35 with probability p, else +5; reject 0",
+        "oracle": "eats exactly the edible mushrooms",
+        "regret": "expected: E[oracle reward] - E[reward of the chosen action] per interaction",
+        "input": "117-column one-hot context + one-hot action (eat, reject)",
+        "network": f"119-{cfg['hidden']}-{cfg['hidden']}-1 ReLU MLP, output = predicted scaled reward",
+        "likelihood": f"Gaussian, noise {cfg['noise']} on rewards x {cfg['reward_scale']:g}",
+        "thompson": f"one draw per decision after {cfg['updates']} update(s) ({cfg['bbb_updates']} for bbb) on "
+        f"minibatches of {cfg['batch_size']} drawn with replacement from the last {cfg['buffer']} interactions",
+        "weight_prior": "sgld and bbb: N(0, s^2) with s from prior_scales by parameter-name prefix",
+        "sgld_step_size": "eps = min(2 sgld_lr noise^2 / n, sgld_max_step), n = buffer size = num_data; "
+        "fsgld likewise with fsgld_lr, fsgld_max_step",
+        "fsgld_prior": f"RBF GP (isotropic), zero mean, fixed lengthscale {cfg['gp_lengthscale']:g} and outputscale "
+        f"{cfg['gp_outputscale']:g}; measurement points: {cfg['gp_points']} minibatch contexts + "
+        f"{cfg['gp_random_points']} random mushrooms, both actions each; "
+        + (
+            f"Gaussian weight term sd {cfg['fsgld_weight_scale']}"
+            if cfg["fsgld_weight_term"] == "isotropic"
+            else "weight term = sgld's weight prior (prior_scales)"
+        )
+        + (
+            ""
+            if cfg["gp_action_lengthscale"] is None
+            else f"; action columns' lengthscale {cfg['gp_action_lengthscale']:g}"
+        ),
+        "bbb": f"mean-field Gaussian, {cfg['bbb_estimator']} estimator, init sigma {cfg['bbb_init_sigma']:g}, "
+        "Adam on -(n/M E_q log p(batch) - KL)/n, Thompson draw = one draw of all weights from q",
+        "greedy": "same network and initial weights, Adam with weight decay on the squared error; "
+        "epsilon 0, 0.01, 0.05",
+        "laplace": f"greedy0's network; every {cfg['laplace_every']} interactions a last-layer full-GGN Laplace "
+        "(the noise and weight prior above, no evidence tuning) around its weights on the whole buffer; "
+        "Thompson draw = one draw of the last layer",
+        "randomness": "mushrooms make_generator(seed, 0), poison outcomes make_generator(seed, 1), agent "
+        "make_generator(seed, 2 + index of the method in METHODS); initial weights: PyTorch's default init "
+        "under the global CPU RNG seeded with seed, in a fork (global_rng_seeded(seed))",
+        "band": "min-max over seeds",
+    }
+    return {
+        "benchmark": "mushroom_bandit",
+        "command": cmd,
+        "config_overrides": overrides,
+        "quick": quick,
+        "methods": list(methods),
+        "patterns": list(patterns),
+        "seeds": list(seeds),
+        "steps": steps,
+        "protocol": protocol,
+        "summary": summary,
+        "curve_interactions": grid,
+        "runs": runs,
+        "wall_clock_seconds": wall,
+        "runs_reused": reused,
+        "run_seconds_total": run_seconds,
+        "torch_threads": torch.get_num_threads(),
+        "markdown": "\n".join(lines) + "\n",
+    }
+
+
+COLOURS = {
+    "sgld": "tab:orange",
+    "fsgld": "tab:blue",
+    "bbb": "tab:green",
+    "greedy0": "tab:red",
+    "greedy1": "tab:purple",
+    "greedy5": "tab:brown",
+    "sghmc": "tab:olive",
+    "fsghmc": "tab:cyan",
+    "fbnn": "tab:pink",
+    "laplace": "tab:gray",
+}
+
+
+def _plot(path: Path, p: float, curves: dict[str, list[list[float]]], grid: list[int], seeds, cmd) -> None:
+    """Mean cumulative expected regret over seeds with a min-max band, one line per method that
+    has runs; ``curves[m]`` holds one curve per seed at the interaction counts ``grid``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    x = torch.tensor([0, *grid]).numpy()  # no regret before the first interaction
+    for m, runs in curves.items():
+        if not runs:
+            continue
+        c = torch.nn.functional.pad(torch.tensor(runs, dtype=torch.float64), (1, 0))
+        ax.fill_between(
+            x, c.min(0).values.numpy(), c.max(0).values.numpy(), color=COLOURS[m], alpha=0.2, lw=0
+        )
+        n = "" if len(runs) == len(seeds) else f", n = {len(runs)}"
+        ax.plot(
+            x,
+            c.mean(0).numpy(),
+            color=COLOURS[m],
+            ls="--" if m in GREEDY_EPSILON else "-",  # the baselines apart from the Bayesian agents
+            lw=1.6,
+            label=f"{m} ({float(c[:, -1].mean()):.0f}{n})",
+        )
+    ax.set_xlabel("interaction")
+    ax.set_ylabel("cumulative expected regret")
+    ax.set_title(f"Mushroom bandit, p = {p:g}: mean over seeds {_fmt_list(seeds)}, min-max band", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left", title="method (final mean; dashed: greedy)", title_fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.text(0.01, 0.005, cmd, fontsize=6, color="grey")
+    fig.tight_layout(rect=(0, 0.02, 1, 1))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

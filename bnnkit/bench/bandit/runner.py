@@ -1,0 +1,326 @@
+"""Running the bandit: one agent for one run (:func:`play`) and the benchmark (:func:`run_bandit`),
+which writes a record per finished run and the report."""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ...core.errors import BnnkitError
+from ...core.random import make_generator
+from ..records import append_record, read_records, start_records
+from .agents import Buffer, _make_agent, attribute_blocks
+from .protocol import (
+    DEFAULTS,
+    EAT,
+    EDIBLE_REWARD,
+    METHODS,
+    PATTERNS,
+    POISON_REWARD,
+    PROTOCOL,
+    QUICK_PATTERNS,
+    QUICK_SEEDS,
+    QUICK_STEPS,
+    REJECT,
+    REJECT_REWARD,
+    RUNS_FILE,
+    SEEDS,
+    STEPS,
+    cumulative_regret,
+    environment,
+    plain_config,
+    realised_rewards,
+)
+from .records import _public, _same_run
+from .report import _curve_index, _fmt_list, _plot, _report
+
+
+# ---------------------------------------------------------------------------- one run
+def play(
+    method: str,
+    contexts: Tensor,
+    edible: Tensor,
+    p: float,
+    steps: int,
+    seed: int,
+    cfg: dict,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """One agent for ``steps`` interactions; returns actions, rewards and regrets (tensors)."""
+    idx, u = environment(contexts.shape[0], steps, seed)
+    agent_gen = make_generator(seed, 2 + METHODS.index(method))
+    d = contexts.shape[1] + 2
+    agent = _make_agent(method, d, cfg, seed, attribute_blocks(contexts))
+    buf = Buffer(cfg["buffer"], d)
+    actions = torch.empty(steps, dtype=torch.long)
+    rewards = torch.empty(steps, dtype=torch.float64)
+    eat_row, rej_row = torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0])
+    scale = cfg["reward_scale"]
+    bar = _bar(steps, f"{method} p={p:g} seed {seed}", progress)
+    t0 = time.perf_counter()
+    for t in range(steps):
+        if buf.size:
+            agent.update(buf, cfg, agent_gen)
+        i = int(idx[t])
+        ctx = contexts[i]
+        a = agent.act(ctx, agent_gen)
+        is_edible = bool(edible[i])
+        if a == EAT:
+            r = EDIBLE_REWARD if (is_edible or float(u[t]) >= p) else POISON_REWARD
+        else:
+            r = REJECT_REWARD
+        actions[t], rewards[t] = a, r
+        buf.add(torch.cat([ctx, eat_row if a == EAT else rej_row]), r * scale)
+        if bar is not None:
+            bar.update(1)
+        if (t + 1) % 500 == 0 or t + 1 == steps:
+            _check_finite(agent, method, p, seed, t + 1)
+    seconds = time.perf_counter() - t0
+    if bar is not None:
+        bar.close()
+    ed = edible[idx]
+    assert torch.equal(rewards, realised_rewards(ed, actions, u < p))  # the inline rule is the documented one
+    oracle = torch.where(ed, torch.tensor(EDIBLE_REWARD), torch.tensor(REJECT_REWARD)).double()
+    return {
+        "actions": actions,
+        "rewards": rewards,
+        "cumulative_regret": cumulative_regret(ed, actions, p),
+        "realised_regret": float((oracle - rewards).sum()),
+        "poisonous_eaten": int(((actions == EAT) & ~ed).sum()),
+        "edible_rejected": int(((actions == REJECT) & ed).sum()),
+        "seconds": seconds,
+    }
+
+
+def _check_finite(agent: Any, method: str, p: float, seed: int, t: int) -> None:
+    if not agent.finite():
+        raise BnnkitError(
+            f"{method} diverged (non-finite weights) after {t} interactions on pattern p={p:g}, seed {seed}: "
+            "lower its step size (config sgld_lr / sgld_max_step, fsgld_lr / fsgld_max_step, bbb_lr, greedy_lr)."
+        )
+
+
+# ---------------------------------------------------------------------------- the benchmark
+def _check_inputs(methods, patterns, seeds, steps) -> None:
+    if not methods:
+        raise BnnkitError(f"no methods given; choose from {', '.join(METHODS)}.")
+    for m in methods:
+        if m not in METHODS:
+            raise BnnkitError(f"unknown method {m!r}; choose from {', '.join(METHODS)}.")
+    if not patterns:
+        raise BnnkitError("no reward patterns given; the paper's are p = 0.4, 0.5, 0.6.")
+    for p in patterns:
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not (0.0 <= float(p) <= 1.0):
+            raise BnnkitError(
+                f"reward pattern p={p!r} is not a probability: p is the chance that eating a poisonous "
+                "mushroom gives -35 and must lie in [0, 1] (the paper uses 0.4, 0.5, 0.6)."
+            )
+    if not seeds:
+        raise BnnkitError("no seeds given; pass e.g. seeds=(0, 1, 2).")
+    for s in seeds:
+        if isinstance(s, bool) or not isinstance(s, int) or s < 0:
+            raise BnnkitError(f"seeds must be non-negative integers, got {s!r}.")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise BnnkitError(f"steps (interactions per run) must be an integer >= 1, got {steps!r}.")
+
+
+def _split(values: Any, kind: type, name: str) -> list[Any]:
+    """A sequence, or a comma-separated string (as on the command line), as a list; strings are
+    converted to ``kind`` and integer patterns to floats (types are checked by ``_check_inputs``)."""
+    if isinstance(values, str):
+        values = [v.strip() for v in values.split(",") if v.strip()]
+    out = []
+    for v in values:
+        if isinstance(v, str) and kind is not str:
+            try:
+                v = kind(v)
+            except ValueError:
+                raise BnnkitError(
+                    f"{name} must be {kind.__name__}s (comma-separated on the command line), got {v!r}."
+                ) from None
+        elif kind is float and isinstance(v, int) and not isinstance(v, bool):
+            v = float(v)
+        out.append(v)
+    if len(set(out)) != len(out):
+        raise BnnkitError(f"{name} repeat an entry ({_fmt_list(out)}); give each once.")
+    return out
+
+
+def command_line(methods, patterns, seeds, steps, quick) -> str:
+    return (
+        f"bnnkit bench bandit --methods {','.join(methods)} --patterns {_fmt_list([float(p) for p in patterns])} "
+        f"--seeds {_fmt_list(seeds)} --steps {steps}" + (" --quick" if quick else "")
+    )
+
+
+def run_bandit(
+    methods: Sequence[str] = METHODS,
+    patterns: Sequence[float] | None = None,
+    seeds: Sequence[int] | None = None,
+    steps: int | None = None,
+    out: str | Path = "bnnkit-out/bandit",
+    root: str | None = None,
+    quick: bool = False,
+    progress: bool = True,
+    log: Callable[[str], None] = print,
+    config: dict[str, Any] | None = None,
+    resume: bool = False,
+    from_runs: str | Path | None = None,
+) -> dict[str, Any]:
+    """Run the Mushroom bandit for every method, pattern and seed; write PNGs, JSON, CSV, markdown.
+
+    Args:
+        methods: any of ``sgld, fsgld, bbb, greedy0, greedy1, greedy5, sghmc, fsghmc, fbnn`` (all by default).
+        patterns: probabilities ``p`` that eating a poisonous mushroom gives -35 (default the
+            paper's 0.4, 0.5, 0.6; quick mode: 0.5 only).
+        seeds: one run per seed (default 0, 1, 2; quick mode: 0, 1).
+        steps: interactions per run (default 10,000, the paper's; quick mode: 300).
+        out: output folder.
+        root: data directory holding ``mushroom/agaricus-lepiota.data`` (default: ``$BNNKIT_DATA``
+            or the user cache).
+        quick: a smoke test: 20 hidden units and the quick defaults above (explicit ``patterns``,
+            ``seeds`` and ``steps`` are honoured).
+        progress: a progress bar per run.
+        log: receives one line per finished run.
+        config: overrides of :data:`DEFAULTS` (learning rates, noise, GP hyperparameters, ...);
+            anything that differs from the defaults is written into the report.
+        resume: reuse the runs already in ``out/bandit_runs.jsonl`` that match a requested
+            method, pattern and seed with the same number of interactions and configuration, and
+            play only the others.  Every finished run is appended to that file as it finishes, so
+            a stopped command loses only the run in progress.
+        from_runs: play nothing; build the report from the runs in this ``bandit_runs.jsonl``
+            (e.g. several files of separate commands, concatenated) that match the arguments.
+            A requested run missing from it is left out and said so: the table marks cells with
+            fewer seeds than asked (``n = k``) and ``-`` where none is there.
+
+    Returns the JSON report (also written to ``out/bandit.json``).  The command line it names,
+    e.g. ``bnnkit bench bandit --methods sgld,... --patterns 0.4,0.5,0.6 --seeds 0,1,2 --steps
+    10000``, reproduces every number (with the default config).
+    """
+    from ... import __version__
+    from ...data.mushroom import load_mushroom
+
+    if patterns is None:
+        patterns = QUICK_PATTERNS if quick else PATTERNS
+    if seeds is None:
+        seeds = QUICK_SEEDS if quick else SEEDS
+    methods = tuple(_split(methods, str, "methods"))
+    patterns = tuple(_split(patterns, float, "patterns"))
+    seeds = tuple(_split(seeds, int, "seeds"))
+    steps = steps if steps is not None else (QUICK_STEPS if quick else STEPS)
+    _check_inputs(methods, patterns, seeds, steps)
+    overrides = dict(config or {})
+    for k in overrides:
+        if k not in DEFAULTS:
+            raise BnnkitError(f"unknown config key {k!r}; keys are: {', '.join(DEFAULTS)}.")
+    cfg = plain_config(quick, overrides)
+
+    if from_runs is not None and resume:
+        raise BnnkitError(
+            "from_runs rebuilds the report and plays nothing, resume plays the missing runs: pass one."
+        )
+    contexts, edible = load_mushroom(root)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    cmd = command_line(methods, patterns, seeds, steps, quick)
+    grid = _curve_index(steps, cfg["curve_points"])
+    record_cfg = json.loads(json.dumps(cfg))  # as a record file gives it back, for the comparison
+    base = json.loads(json.dumps(plain_config(quick)))
+    runs_path = out / RUNS_FILE
+    source = Path(from_runs) if from_runs is not None else runs_path
+    stored: list[dict[str, Any]] = []
+    if from_runs is not None:
+        if not source.is_file():
+            raise BnnkitError(
+                f"{source} does not exist; pass the {RUNS_FILE} that a `bnnkit bench bandit` run wrote."
+            )
+        stored = read_records(source, log)
+    elif resume and runs_path.is_file():
+        stored = read_records(runs_path, log)
+        runs_path.write_text("".join(json.dumps(r) + "\n" for r in stored))  # drop a line cut short
+    else:
+        start_records(runs_path, log)
+    runs: list[dict[str, Any]] = []
+    missing: list[str] = []
+    reused = 0
+    t_all = time.perf_counter()
+    for p in patterns:
+        for method in methods:
+            for seed in seeds:
+                # a later line for the same run (a rerun) supersedes an earlier one
+                found = [r for r in stored if _same_run(r, method, p, seed, steps, record_cfg, base)]
+                if found:
+                    runs.append(_public(found[-1]))
+                    reused += 1
+                    continue
+                if from_runs is not None:
+                    missing.append(f"{method} p={p:g} seed {seed}")
+                    continue
+                res = play(method, contexts, edible, p, steps, seed, cfg, progress)
+                cum = res["cumulative_regret"]
+                run = {
+                    "method": method,
+                    "pattern": p,
+                    "seed": seed,
+                    "final_expected_regret": float(cum[-1]),
+                    "final_realised_regret": res["realised_regret"],
+                    "poisonous_eaten": res["poisonous_eaten"],
+                    "edible_rejected": res["edible_rejected"],
+                    "seconds": res["seconds"],
+                    "ms_per_interaction": 1e3 * res["seconds"] / steps,
+                    "steps": steps,
+                    "curve": [float(cum[i - 1]) for i in grid],
+                }
+                append_record(
+                    runs_path,
+                    {**run, "config": record_cfg, "protocol": PROTOCOL, "bnnkit_version": __version__},
+                )
+                runs.append(run)
+                log(
+                    f"p={p:g} {method:8s} seed {seed}: expected regret {run['final_expected_regret']:.0f} "
+                    f"(realised {run['final_realised_regret']:.0f}; ate {run['poisonous_eaten']} poisonous, "
+                    f"rejected {run['edible_rejected']} edible) {res['seconds']:.1f} s "
+                    f"({run['ms_per_interaction']:.2f} ms/interaction)"
+                )
+    if reused:
+        log(f"{source}: reused {reused} of the {len(runs)} runs")
+    if missing:
+        log(
+            f"{source}: holds no run of this command for {len(missing)} of the requested: {', '.join(missing)}"
+        )
+    if not runs:
+        raise BnnkitError(
+            f"{source} holds no run of methods {list(methods)}, patterns {list(patterns)}, seeds "
+            f"{list(seeds)} with {steps} interactions and this configuration; check the arguments."
+        )
+    wall = time.perf_counter() - t_all
+    report = _report(
+        runs, methods, patterns, seeds, steps, quick, cfg, overrides, cmd, grid, wall, reused, source
+    )
+    (out / "bandit.json").write_text(json.dumps(report, indent=2, default=float))
+    with (out / "bandit.csv").open("w", newline="") as f:
+        rows = [{k: v for k, v in r.items() if k != "curve"} for r in runs]
+        # records may carry keys of their own (e.g. a `note`): every key gets a column
+        w = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in rows for k in r)), restval="")
+        w.writeheader()
+        w.writerows(rows)
+    (out / "bandit.md").write_text(report["markdown"])
+    for p in patterns:
+        curves = {m: [r["curve"] for r in runs if r["method"] == m and r["pattern"] == p] for m in methods}
+        _plot(out / f"bandit_p{p:g}.png", p, curves, grid, seeds, cmd)
+    return report
+
+
+def _bar(total: int, desc: str, progress: bool):
+    if not progress:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="step", mininterval=0.5, dynamic_ncols=True, leave=False)
