@@ -36,24 +36,33 @@ def predictive(post: Any, draws: Any, inputs: torch.Tensor) -> Any:
     return predict(post, draws, inputs)
 
 
+def _sampler_posterior(x: torch.Tensor, cfg: dict, gp: Any, functional: bool, vecchia: bool = False) -> Any:
+    """The samplers' posterior on the training inputs ``x``: the network, a Gaussian likelihood with
+    the noise precision sampled, and the N(0, prior_scale^2) weight prior, or (``functional``) the
+    fitted GP prior at the measurement points: all training inputs up to
+    ``cfg["measurement_points"]`` of them (the paper's UCI protocol), else that many drawn per step;
+    ``vecchia``: the GP prior in its Vecchia form."""
+    from ...functional import FunctionalPosterior, MeasurementPoints, Vecchia
+
+    n, d = x.shape
+    net = mlp(d, cfg["hidden"])
+    lik = Gaussian(cfg["noise_init"], learn_noise=True, precision_prior=tuple(cfg["noise_prior"]))
+    if not functional:
+        return Posterior(net, lik, GaussianPrior(cfg["prior_scale"]), num_data=n)
+    if n <= cfg["measurement_points"]:
+        meas: Any = x
+    else:
+        meas = MeasurementPoints(num_from_data=cfg["measurement_points"], num_uniform=0)
+    form = Vecchia() if vecchia else "exact"
+    return FunctionalPosterior(net, lik, gp, meas, x, num_data=n, prior_form=form)
+
+
 def _sg_setup(
     method: str, x: torch.Tensor, y: torch.Tensor, cfg: dict, gp: Any, rows: int
 ) -> tuple[Any, Callable]:
     """The posterior of an SG-MCMC method on ``(x, y)`` and ``step_size -> algorithm``; ``rows``
     is the size of the full training set, which sets SGHMC's friction."""
-    from ...functional import FunctionalPosterior, MeasurementPoints
-
-    n, d = x.shape
-    net = mlp(d, cfg["hidden"])
-    lik = Gaussian(cfg["noise_init"], learn_noise=True, precision_prior=tuple(cfg["noise_prior"]))
-    if family(method) == "fsg":
-        if n <= cfg["measurement_points"]:
-            meas: Any = x  # all training inputs, fixed (the paper's UCI protocol)
-        else:
-            meas = MeasurementPoints(num_from_data=cfg["measurement_points"], num_uniform=0)
-        post: Any = FunctionalPosterior(net, lik, gp, meas, x, num_data=n)
-    else:
-        post = Posterior(net, lik, GaussianPrior(cfg["prior_scale"]), num_data=n)
+    post = _sampler_posterior(x, cfg, gp, functional=family(method) == "fsg")
     c = friction(rows, cfg)
     kind = sg_algorithm(method)
     if method not in MOMENTUM:
@@ -142,24 +151,14 @@ def _adaptive(method: str, data: Any, cfg: dict, gp: Any, seed: int, progress: b
     ``config["convergence"]`` holds the last R-hat and ESS and what stopped the run."""
     from ...core.warm_start import map_init
     from ...diagnostics import FunctionSpaceConvergence
-    from ...functional import FunctionalPosterior, MeasurementPoints, Vecchia
     from ...sgmcmc import AdaptiveSGHMC
 
     c = cfg["adaptive"]
     x, y = data.x_train, data.y_train
-    n, d = x.shape
-    net = mlp(d, cfg["hidden"])
-    lik = Gaussian(cfg["noise_init"], learn_noise=True, precision_prior=tuple(cfg["noise_prior"]))
-    if method == "fsghmc":
-        if c["prior_form"] != "vecchia":
-            raise BnnkitError(f"the adaptive table's prior_form must be 'vecchia', got {c['prior_form']!r}.")
-        if n <= cfg["measurement_points"]:
-            meas: Any = x
-        else:
-            meas = MeasurementPoints(num_from_data=cfg["measurement_points"], num_uniform=0)
-        post: Any = FunctionalPosterior(net, lik, gp, meas, x, num_data=n, prior_form=Vecchia())
-    else:
-        post = Posterior(net, lik, GaussianPrior(cfg["prior_scale"]), num_data=n)
+    n = x.shape[0]
+    if method == "fsghmc" and c["prior_form"] != "vecchia":
+        raise BnnkitError(f"the adaptive table's prior_form must be 'vecchia', got {c['prior_form']!r}.")
+    post = _sampler_posterior(x, cfg, gp, functional=method == "fsghmc", vecchia=True)
     bs = min(cfg["batch_size"], n)
     init = map_init(
         post,
