@@ -31,15 +31,6 @@ def quiet(_):
     pass
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny per-step ops: one thread is faster, and on a loaded machine far faster."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 # ---------------------------------------------------------------------------- reward and regret logic
 @pytest.mark.parametrize("p", [0.4, 0.5, 0.6])
 def test_expected_regret_per_cell(p):

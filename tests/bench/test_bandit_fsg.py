@@ -18,14 +18,6 @@ BLOCKS = [(0, 3), (3, 5)]  # two one-hot attributes (3 and 2 levels): inputs of 
 D = 7
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _agent(method, **overrides):
     cfg = {**bandit.DEFAULTS, **bandit.QUICK, **overrides}
     return bandit._make_agent(method, D, cfg, 0, BLOCKS)

@@ -18,16 +18,6 @@ from bnnkit.functional import KERNEL_NAMES, GPPrior, SharedKernelMLL, make_kerne
 F64 = torch.float64
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # The matrices here are at most 200 x 200, where a second thread gains nothing, and on a
-    # shared 2-core machine two threads can be 10x slower when another process holds a core.
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 def inputs(m=25, d=1, seed=0, scale=2.0):
     g = torch.Generator().manual_seed(seed)
     return scale * torch.randn(m, d, generator=g, dtype=F64)
