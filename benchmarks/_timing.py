@@ -46,3 +46,17 @@ def write_results(path: str | Path, results: dict) -> None:
     }
     path.write_text(json.dumps({"meta": meta, **results}, indent=2))
     print(f"wrote {path}")
+
+
+def mlp_workload(n: int = 506, m: int = 32):
+    """The SG-MCMC timing workload: seeded random data ``X [n, 13], y [n]``, a cycling minibatch
+    source of ``m`` rows, the 13-50-50-1 tanh MLP and a plain SGD optimiser over it (the baseline).
+    Returns ``(X, y, next_batch, net, opt)``."""
+    from bnnkit.bench.models import mlp
+
+    torch.manual_seed(0)
+    X, y = torch.randn(n, 13), torch.randn(n)
+    next_batch = cycling_batches(X, y, m)
+    net = mlp(13, 50)
+    opt = torch.optim.SGD(net.parameters(), lr=1e-6)
+    return X, y, next_batch, net, opt

@@ -36,19 +36,15 @@ import time
 import torch
 
 import bnnkit
-from benchmarks._timing import cycling_batches, write_results
+from benchmarks._timing import mlp_workload, write_results
 from bnnkit.bench.models import mlp
 from bnnkit.data import Minibatches
 from bnnkit.sgmcmc import Fused
 
 
 def build(args):
-    torch.manual_seed(0)
     n, m = 506, 32
-    X, y = torch.randn(n, 13), torch.randn(n)
-    next_batch = cycling_batches(X, y, m)
-    net = mlp(13, 50)
-    opt = torch.optim.SGD(net.parameters(), lr=1e-6)
+    X, y, next_batch, net, opt = mlp_workload(n, m)
 
     def fwd_bwd() -> None:
         xb, yb = next_batch()

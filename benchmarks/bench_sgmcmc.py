@@ -22,7 +22,7 @@ import time
 import torch
 
 import bnnkit
-from benchmarks._timing import cycling_batches, time_per_call, write_results
+from benchmarks._timing import mlp_workload, time_per_call, write_results
 from bnnkit.bench.models import mlp
 from bnnkit.data import Minibatches
 
@@ -34,13 +34,8 @@ def main() -> None:
     ap.add_argument("--number", type=int, default=500)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
     n, m = 506, 32
-    X, y = torch.randn(n, 13), torch.randn(n)
-    next_batch = cycling_batches(X, y, m)
-
-    net = mlp(13, 50)
-    opt = torch.optim.SGD(net.parameters(), lr=1e-6)
+    X, y, next_batch, net, opt = mlp_workload(n, m)
 
     def sgd_step() -> None:
         xb, yb = next_batch()
