@@ -10,6 +10,11 @@ case's ``x floor a`` is a same-run ratio:
   per call (``T`` gradient evaluations), the block's minibatches and normals drawn from the
   generator in the step-at-a-time order, then one compiled ``scan``.
 
+- ``bnnkit_hmc_full_L10_eager``: ``HMC(step_size=hmc_eps, num_steps=10, jitter=0).build(target).step``
+  on the full batch (10 gradient evaluations per call);
+- ``bnnkit_hmc_full_L10_fused_T{T}``: :meth:`bnnkit.samplers.fused_hmc.FusedHMCKernel.run_block`,
+  ``T`` transitions (``10 T`` gradient evaluations) per compiled call.
+
 SGLD uses ``eps = 2 lr`` (bnnkit's ``w + eps/2 g + sqrt(eps) xi`` is the peers' ``w + lr g +
 sqrt(2 lr) xi``).  ``BNNKIT_FUSED_BLOCKS`` (e.g. ``"8 32 128"``) sets the block sizes.
 Compile times (the first call) go into each case's note.
@@ -90,4 +95,46 @@ def cases(ctx):
                     note=f"bnnkit Fused({name}, block={T}).run_block (scan); first call {first:.1f} s",
                 )
             )
+    # Full-batch HMC, L = 10, unit mass, the peers' step size, no jitter (as BlackJAX's hmc.step).
+    hmc = bnnkit.HMC(step_size=ctx.hmc_eps, num_steps=ctx.hmc_L, jitter=0.0)
+    full_post = bnnkit.Posterior(
+        copy.deepcopy(ctx.model), bnnkit.Gaussian(ctx.sigma), bnnkit.GaussianPrior(ctx.prior_std)
+    )
+    full = (ctx.X, ctx.Y)
+    kernel = hmc.build(full_post.target())
+    hs = {"s": kernel.init(x0, full)}
+
+    def hmc_step(i):
+        hs["s"], _ = kernel.step(hs["s"], full, ctx.generator)
+
+    out.append(
+        dict(
+            name=f"bnnkit_hmc_full_L{ctx.hmc_L}_eager",
+            section="p",
+            fn=hmc_step,
+            grads=ctx.hmc_L,
+            calls_div=ctx.hmc_L,
+            note="bnnkit HMC kernel.step, full batch",
+        )
+    )
+    fk = hmc.build_fused(full_post, max(blocks))
+    for T in [b for b in blocks if b <= 32]:  # T transitions are 10 T gradients
+        st = {"s": fk.init(x0, full)}
+        t0 = time.perf_counter()
+        st["s"] = fk.run_block(st["s"], full, ctx.generator, T).state
+        first = time.perf_counter() - t0
+
+        def hmc_block(i, st=st, T=T):
+            st["s"] = fk.run_block(st["s"], full, ctx.generator, T).state
+
+        out.append(
+            dict(
+                name=f"bnnkit_hmc_full_L{ctx.hmc_L}_fused_T{T}",
+                section="p",
+                fn=hmc_block,
+                grads=T * ctx.hmc_L,
+                calls_div=T * ctx.hmc_L,
+                note=f"bnnkit HMC build_fused(block={T}).run_block (scan); first call {first:.1f} s",
+            )
+        )
     return out

@@ -1,7 +1,10 @@
 """Fused blocks in the driver: ``bnnkit.sample(..., fused=...)`` runs a chain ``T`` steps per call.
 
 The algorithm builds the block kernel (``algorithm.build_fused(model, block)``; SGLD and SGHMC
-have one, :mod:`bnnkit.sgmcmc.fused`), so ``bnnkit.core`` needs no import of the algorithms.  Its
+have one, :mod:`bnnkit.sgmcmc.fused`, and HMC, :mod:`bnnkit.samplers.fused_hmc`), so
+``bnnkit.core`` needs no import of the algorithms.  A kernel with an ``adaptation`` (HMC) warms up
+step at a time through its ``step``, the adaptation state checkpointed as the step-at-a-time
+driver does, and samples in blocks with the adapted settings frozen.  Its
 protocol, as the driver uses it:
 
 - ``init(position, batch) -> state``, the algorithm's own;
@@ -40,9 +43,11 @@ import torch
 from torch import Tensor
 
 from .driver import (
+    MAX_CONSECUTIVE_DIVERGENCES,
     Posterior,
     _divergence,
     _finish_unit,
+    _finite,
     _progress_bar,
     _save_checkpoint,
     _Settings,
@@ -68,7 +73,7 @@ def fused_block(fused: Any, algorithm: Any, compile: bool, dim: int) -> int:
         )
     if not hasattr(algorithm, "build_fused"):
         raise BnnkitError(
-            f"fused= runs SGLD and SGHMC (incl. their cyclical variants); {type(algorithm).__name__} has no "
+            f"fused= runs SGLD, SGHMC (incl. their cyclical variants) and HMC; {type(algorithm).__name__} has no "
             "fused path. Drop fused= to run it step at a time."
         )
     if compile:
@@ -123,8 +128,12 @@ def run_unit_blocks(
     num_warmup, num_samples, thin, chunk_size = cfg.num_warmup, cfg.num_samples, cfg.thin, cfg.chunk_size
     block, home, vectorized = cfg.block, unit[0], cfg.vectorized
     s = _start_unit(kernel, target, posterior, batches, fresh_batches, unit, cfg, store)
-    gen, state, start, total, stop = s.gen, s.state, s.start, s.total, s.stop
+    gen, state, astate, start, total, stop = s.gen, s.state, s.astate, s.start, s.total, s.stop
     num_chunks, n_collectable, n_kept = s.num_chunks, s.n_collectable, s.n_kept
+    # An adapted sampler (HMC) warms up step at a time (its adaptation reads every transition's
+    # statistics in Python), then samples in blocks with the adapted settings frozen.
+    adapt = getattr(kernel, "adaptation", None) if num_warmup > 0 else None
+    stuck = 0  # consecutive transitions in which every chain diverged
 
     pending: list[tuple[Tensor, dict[str, Tensor]]] = []  # kept since the last chunk
     n_pending = 0
@@ -139,9 +148,41 @@ def run_unit_blocks(
         for c, part in zip(unit, _split_chunk(positions_stats, vectorized, len(unit))):
             store.write_chunk(c, num_chunks, *part)
 
+    def divergence(x, lp, eps, at, n_ok=0, stuck=0):
+        return _divergence(
+            SimpleNamespace(position=x, step_size=eps),
+            SimpleNamespace(log_density=lp),
+            unit,
+            vectorized,
+            at,
+            num_warmup,
+            n_kept + n_ok,
+            store,
+            kept_in_memory,
+            stuck,
+        )
+
     try:
         it = start
         while n_kept < num_samples and stop is None:
+            if it < num_warmup and adapt is not None:
+                state, info = kernel.step(state, batches.next(gen), gen)
+                if not _finite(state, info):
+                    raise divergence(state.position, info.log_density, state.step_size, it)
+                stuck = stuck + 1 if bool(info.diverging.all()) else 0
+                if stuck >= MAX_CONSECUTIVE_DIVERGENCES:
+                    raise divergence(state.position, info.log_density, state.step_size, it, stuck=stuck)
+                astate, state = adapt.update(astate, state, info)
+                if it == num_warmup - 1:
+                    state = adapt.finalize(astate, state)
+                if store is not None and ((it + 1) % chunk_size == 0 or it + 1 == num_warmup):
+                    _save_checkpoint(
+                        store, home, state, astate, gen, batches, it + 1, num_chunks, n_collectable, n_kept
+                    )
+                if bar is not None:
+                    bar.update(1)
+                it += 1
+                continue
             if it < num_warmup:
                 t, keep, nc = min(block, num_warmup - it, chunk_size - it % chunk_size), [], n_collectable
             else:
@@ -159,17 +200,15 @@ def run_unit_blocks(
                     else:
                         write(chunk())
                 x, lp, eps = out.first_bad
-                raise _divergence(
-                    SimpleNamespace(position=x, step_size=eps),
-                    SimpleNamespace(log_density=lp),
-                    unit,
-                    vectorized,
-                    it + out.num_finite,
-                    num_warmup,
-                    n_kept + n_ok,
-                    store,
-                    kept_in_memory,
-                )
+                raise divergence(x, lp, eps, it + out.num_finite, n_ok)
+            all_div = getattr(out, "all_diverging", None)
+            if all_div is not None:  # a chain whose every transition diverges this long is stuck
+                for j, d in enumerate(all_div.tolist()):
+                    stuck = stuck + 1 if d else 0
+                    if stuck >= MAX_CONSECUTIVE_DIVERGENCES:
+                        raise divergence(
+                            out.state.position, out.state.log_density, state.step_size, it + j, 0, stuck
+                        )
             state, n_collectable = out.state, nc
             if keep:
                 pending.append((out.positions, kernel.kept_stats(out)))
@@ -182,7 +221,7 @@ def run_unit_blocks(
                     write((positions, stats))
                     num_chunks += 1
                     _save_checkpoint(
-                        store, home, state, None, gen, batches, it + t, num_chunks, n_collectable, n_kept
+                        store, home, state, astate, gen, batches, it + t, num_chunks, n_collectable, n_kept
                     )
                 else:
                     kept_in_memory.append((positions, stats))
@@ -192,12 +231,14 @@ def run_unit_blocks(
                 store is not None and it < num_warmup and ((it + t) % chunk_size == 0 or it + t == num_warmup)
             ):
                 _save_checkpoint(
-                    store, home, state, None, gen, batches, it + t, num_chunks, n_collectable, n_kept
+                    store, home, state, astate, gen, batches, it + t, num_chunks, n_collectable, n_kept
                 )
             if bar is not None:
                 bar.update(max(0, min(it + t, total) - min(it, total)))
                 phase = "warmup" if it < num_warmup else "sampling"
-                bar.set_postfix({"phase": phase, "step": f"{float(state.step_size):.3g}"}, refresh=False)
+                bar.set_postfix(
+                    {"phase": phase, "step": f"{float(state.step_size.mean()):.3g}"}, refresh=False
+                )
             it += t
     finally:
         if bar is not None:

@@ -26,7 +26,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from ..core.errors import check_int_at_least, check_positive
+from ..core.errors import BnnkitError, check_int_at_least, check_positive
 from ..core.target import Target
 from ..core.types import Batch, Kernel
 from .adaptation import window_adaptation
@@ -105,6 +105,18 @@ class HMC:
 
     def config(self) -> dict:
         return asdict(self)
+
+    def build_fused(self, model, block: int, chains: int | None = None, chain_batched: bool = False):
+        """This HMC run ``block`` transitions per compiled call (full batch; warm-up step at a
+        time): what ``bnnkit.sample(..., fused=...)`` uses, see :mod:`bnnkit.samplers.fused_hmc`."""
+        from .fused_hmc import build_fused_hmc
+
+        if chain_batched:
+            raise BnnkitError(
+                "fused HMC runs on the full data set (its Metropolis test needs the exact log density); "
+                "pass the data as a tuple of tensors, not minibatches."
+            )
+        return build_fused_hmc(self, model, block, chains)
 
     def build(self, target: Target) -> Kernel:
         step_size0, n_steps, threshold = self.step_size, self.num_steps, self.divergence_threshold

@@ -55,12 +55,10 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import torch
-import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
 from ..core.errors import BnnkitError, DivergenceError, check_int_at_least
-from ..core.module_call import ACTIVATION_BACKWARD, sequential_layers
-from ..core.target import Target
+from ..core.pure import call_scan, compile_scan, pure_log_prob
 from ..core.types import Batch
 from .sghmc import SGHMC, SGHMCState
 from .sgld import SGLD, SGLDState
@@ -95,79 +93,6 @@ class FusedRun(NamedTuple):
     positions: Tensor
     stats: dict[str, Tensor]
     state: Any
-
-
-# --------------------------------------------------------------------------- pure log densities
-def _mlp_log_prob(posterior: Any) -> Callable[[Tensor, Batch], Tensor] | None:
-    """A side-effect-free log density of an MLP posterior (``Sequential`` of ``Linear`` and
-    tanh / sigmoid / ReLU), or None where the posterior is something else.
-
-    Same value as ``posterior.log_prob_flat``: ``(N/M) log p(y | f(x; w)) + log p(w)``, with the
-    forward written on views of the flat ``w`` instead of swapping them into the module.
-    """
-    if getattr(posterior, "d_net", None) != getattr(getattr(posterior, "view", None), "size", -1):
-        return None  # extras (a learnt noise or prior scale)
-    chain = sequential_layers(posterior.module)
-    if chain is None:
-        return None
-    view = posterior.view
-    layers: list[tuple[slice, tuple[int, int], slice | None, Callable | None]] = []
-    used: list[str] = []
-    for prefix, m in chain:
-        if type(m) is nn.Linear:
-            wn, bn = prefix + "weight", prefix + "bias"
-            if wn not in view.names or (m.bias is not None and bn not in view.names):
-                return None
-            used += [wn] + ([bn] if m.bias is not None else [])
-            b = view.slice(bn) if m.bias is not None else None
-            layers.append((view.slice(wn), (m.out_features, m.in_features), b, None))
-        elif type(m) in ACTIVATION_BACKWARD and layers and layers[-1][3] is None:
-            w, shape, b, _ = layers[-1]
-            layers[-1] = (w, shape, b, ACTIVATION_BACKWARD[type(m)][0])
-        elif type(m) is nn.Identity:
-            continue
-        else:
-            return None
-    if not layers or sorted(used) != sorted(view.names):
-        return None
-    likelihood, prior, num_data = posterior.likelihood, posterior.bound_prior, posterior.num_data
-
-    def log_prob(x: Tensor, batch: Batch) -> Tensor:
-        inputs, targets = batch
-        h = inputs.to(x.dtype)
-        for w, shape, b, act in layers:
-            h = F.linear(h, x[w].view(shape), None if b is None else x[b])
-            if act is not None:
-                h = act(h)
-        ll = likelihood.log_prob(h, targets, {})
-        if num_data is not None:
-            ll = ll * (num_data / inputs.shape[0])
-        return ll + prior.log_prob(x, {})
-
-    return log_prob
-
-
-def _pure_log_prob(model: Any) -> tuple[Target, Callable[[Tensor, Batch], Tensor], bool]:
-    """The target, a log density to differentiate inside the block, and whether that log density
-    is free of side effects (so it may run inside ``scan``)."""
-    from ..core.posterior import Posterior
-
-    if isinstance(model, Posterior):
-        target = model.target()
-        # A subclass with a target of its own (data-parallel all-reduce, functional prior) is not
-        # the plain likelihood + prior that the pure MLP log density rewrites.
-        own_target = type(model).target is not Posterior.target
-        pure = None if own_target else _mlp_log_prob(model)
-        if pure is not None:
-            return target, pure, True
-        return target, target.log_prob, False
-    if isinstance(model, Target):
-        # A user's log density through FlatView.unravel is pure; a custom Target is trusted.
-        return model, model.log_prob, True
-    raise BnnkitError(
-        f"the fused loop samples a bnnkit.Posterior or a Target, got {type(model).__name__}; wrap a log "
-        "density with bnnkit.core.target.as_target(log_density, example_params)."
-    )
 
 
 # --------------------------------------------------------------------------- the algorithms
@@ -320,7 +245,7 @@ class FusedKernel:
         self.fused = fused
         self.chains = chains
         self.update = _check_supported(fused.algorithm)
-        target, log_prob, pure = _pure_log_prob(model)
+        target, log_prob, pure = pure_log_prob(model)
         if target.stochastic_grad is not None:
             raise BnnkitError(
                 "the fused loop does not run targets with a stochastic gradient (functional priors) yet; "
@@ -353,15 +278,7 @@ class FusedKernel:
         elif loop == "unroll":
             self._block = torch.compile(unrolled, dynamic=False)
         else:
-            from torch._higher_order_ops.scan import scan
-
-            def scanned(carry, batches, eps, scale, xi):
-                carry, (xs, lps) = scan(step, carry, (batches, eps, scale, xi))
-                return carry, xs, lps
-
-            options = {"cpp_wrapper": True} if fused.cpp_wrapper else None
-            self._block = torch.compile(scanned, dynamic=False, fullgraph=True, options=options)
-            self._code = scanned.__code__
+            self._block, self._code = compile_scan(step, fused.cpp_wrapper)
 
     def init(self, position: Tensor, batch: Batch) -> Any:
         return self.kernel.init(position, batch)
@@ -450,15 +367,8 @@ class FusedKernel:
         for a, b, batch in segs:
             args = (batch, eps[a:b], scale[a:b], xi[a:b])
             if self.loop == "scan":  # one compiled graph for every block length
-                for t in _leaves(args):
-                    torch._dynamo.maybe_mark_dynamic(t, 0)
-            try:
-                carry, p, lp = self._block(carry, *args)
-            except torch._dynamo.exc.FailOnRecompileLimitHit:
-                # Every kernel shares this one function, and each new setting in a process (a
-                # friction, a likelihood scale, a network) adds a graph of its own; past
-                # dynamo's limit of graphs per function, start its cache afresh.
-                torch._dynamo.reset_code(self._code)
+                carry, (p, lp) = call_scan(self._block, self._code, carry, args)
+            else:
                 carry, p, lp = self._block(carry, *args)
             pos.append(p)
             lps.append(lp)
@@ -517,13 +427,6 @@ def _minibatches_next():
     from ..data.minibatch import Minibatches
 
     return Minibatches.next
-
-
-def _leaves(args: tuple) -> list[Tensor]:
-    out: list[Tensor] = []
-    for a in args:
-        out.extend(a if isinstance(a, tuple) else (a,))
-    return out
 
 
 def _index(batch: Any, t: int) -> Any:

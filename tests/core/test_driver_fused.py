@@ -229,8 +229,8 @@ def test_unsupported_combinations_are_refused():
     kw = dict(num_samples=2, progress=False)
     with pytest.raises(BnnkitError, match="PreconditionedSGLD has no fused path"):
         bnnkit.sample(PreconditionedSGLD(1e-3), post, data, fused=True, **kw)
-    with pytest.raises(BnnkitError, match="HMC has no fused path"):
-        bnnkit.sample(bnnkit.HMC(1e-2), post, (X, y), fused=True, **kw)
+    with pytest.raises(BnnkitError, match="NUTS has no fused path"):
+        bnnkit.sample(bnnkit.NUTS(1e-2), post, (X, y), fused=True, **kw)
     with pytest.raises(BnnkitError, match="noise_estimate='online'.*without fused="):
         bnnkit.sample(SGHMC(1e-3, noise_estimate="online"), post, data, fused=True, **kw)
     with pytest.raises(BnnkitError, match="vectorised.*gibbs_every|gibbs_every"):

@@ -1,0 +1,144 @@
+"""Side-effect-free log densities and compiled ``scan`` loops, shared by the fused samplers.
+
+A fused sampler (:mod:`bnnkit.sgmcmc.fused` for SGLD / SGHMC, :mod:`bnnkit.samplers.fused_hmc`
+for HMC) runs a block of steps as one ``torch.compile``-d ``scan``.  ``scan`` refuses side
+effects in its body, and a :class:`~bnnkit.Posterior`'s fast module call swaps the flat weights
+into the module (a side effect), so for an MLP posterior :func:`pure_log_prob` writes the same log
+density on views of the flat ``w`` instead: ``(N/M) log p(y | f(x; w)) + log p(w)``.
+:func:`compile_scan` compiles ``scan(step, carry, xs)`` once for every block length and
+:func:`call_scan` calls it, starting dynamo's cache afresh when a process has compiled more
+settings than dynamo's per-function limit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .errors import BnnkitError
+from .module_call import ACTIVATION_BACKWARD, sequential_layers
+from .target import Target
+from .types import Batch
+
+
+def mlp_log_prob(posterior: Any) -> Callable[[Tensor, Batch], Tensor] | None:
+    """A side-effect-free log density of an MLP posterior (``Sequential`` of ``Linear`` and
+    tanh / sigmoid / ReLU), or None where the posterior is something else.
+
+    Same value as ``posterior.log_prob_flat``: ``(N/M) log p(y | f(x; w)) + log p(w)``, with the
+    forward written on views of the flat ``w`` instead of swapping them into the module.
+    """
+    if getattr(posterior, "d_net", None) != getattr(getattr(posterior, "view", None), "size", -1):
+        return None  # extras (a learnt noise or prior scale)
+    chain = sequential_layers(posterior.module)
+    if chain is None:
+        return None
+    view = posterior.view
+    layers: list[tuple[slice, tuple[int, int], slice | None, Callable | None]] = []
+    used: list[str] = []
+    for prefix, m in chain:
+        if type(m) is nn.Linear:
+            wn, bn = prefix + "weight", prefix + "bias"
+            if wn not in view.names or (m.bias is not None and bn not in view.names):
+                return None
+            used += [wn] + ([bn] if m.bias is not None else [])
+            b = view.slice(bn) if m.bias is not None else None
+            layers.append((view.slice(wn), (m.out_features, m.in_features), b, None))
+        elif type(m) in ACTIVATION_BACKWARD and layers and layers[-1][3] is None:
+            w, shape, b, _ = layers[-1]
+            layers[-1] = (w, shape, b, ACTIVATION_BACKWARD[type(m)][0])
+        elif type(m) is nn.Identity:
+            continue
+        else:
+            return None
+    if not layers or sorted(used) != sorted(view.names):
+        return None
+    likelihood, prior, num_data = posterior.likelihood, posterior.bound_prior, posterior.num_data
+
+    def log_prob(x: Tensor, batch: Batch) -> Tensor:
+        inputs, targets = batch
+        h = inputs.to(x.dtype)
+        for w, shape, b, act in layers:
+            h = F.linear(h, x[w].view(shape), None if b is None else x[b])
+            if act is not None:
+                h = act(h)
+        ll = likelihood.log_prob(h, targets, {})
+        if num_data is not None:
+            ll = ll * (num_data / inputs.shape[0])
+        return ll + prior.log_prob(x, {})
+
+    return log_prob
+
+
+def pure_log_prob(model: Any) -> tuple[Target, Callable[[Tensor, Batch], Tensor], bool]:
+    """The target, a log density to differentiate inside the block, and whether that log density
+    is free of side effects (so it may run inside ``scan``)."""
+    from .posterior import Posterior
+
+    if isinstance(model, Posterior):
+        target = model.target()
+        # A subclass with a target of its own (data-parallel all-reduce, functional prior) is not
+        # the plain likelihood + prior that the pure MLP log density rewrites.
+        own_target = type(model).target is not Posterior.target
+        pure = None if own_target else mlp_log_prob(model)
+        if pure is not None:
+            return target, pure, True
+        return target, target.log_prob, False
+    if isinstance(model, Target):
+        # A user's log density through FlatView.unravel is pure; a custom Target is trusted.
+        return model, model.log_prob, True
+    raise BnnkitError(
+        f"a fused sampler samples a bnnkit.Posterior or a Target, got {type(model).__name__}; wrap a log "
+        "density with bnnkit.core.target.as_target(log_density, example_params)."
+    )
+
+
+def compile_scan(step: Callable, cpp_wrapper: bool = True) -> tuple[Callable, Any]:
+    """``block(carry, consts, xs) -> (carry, ys)``: ``scan`` of ``step(carry, x, *consts)`` over
+    the leading dimension of ``xs`` under ``torch.compile`` (one graph for every block length:
+    :func:`call_scan` marks that dimension dynamic), and the code object whose dynamo cache
+    :func:`call_scan` resets.  ``consts`` are tensors every step reads (a full batch, a step size).
+
+    ``cpp_wrapper``: Inductor's C++ wrapper runs the scan's loop in C++ (on a CPU the Python
+    wrapper's loop costs tens of microseconds per step), at the price of a C++ build on the first
+    compile.
+    """
+    from torch._higher_order_ops.scan import scan
+
+    def scanned(carry, consts, xs):
+        def body(c, x):
+            return step(c, x, *consts)
+
+        return scan(body, carry, xs)
+
+    options = {"cpp_wrapper": True} if cpp_wrapper else None
+    return torch.compile(scanned, dynamic=False, fullgraph=True, options=options), scanned.__code__
+
+
+def call_scan(block: Callable, code: Any, carry: Any, xs: tuple, consts: tuple = ()) -> Any:
+    """Call a :func:`compile_scan` block on ``xs`` (their leading dimension marked dynamic)."""
+    for t in leaves(xs):
+        torch._dynamo.maybe_mark_dynamic(t, 0)
+    try:
+        return block(carry, consts, xs)
+    except torch._dynamo.exc.FailOnRecompileLimitHit:
+        # Every kernel shares one scanned function, and each new setting in a process (a step
+        # size, a likelihood scale, a network) adds a graph of its own; past dynamo's limit of
+        # graphs per function, start its cache afresh.
+        torch._dynamo.reset_code(code)
+        return block(carry, consts, xs)
+
+
+def leaves(args: tuple) -> list[Tensor]:
+    """The tensors of a tuple of tensors and tuples of tensors."""
+    out: list[Tensor] = []
+    for a in args:
+        if isinstance(a, tuple):
+            out.extend(leaves(a))
+        else:
+            out.append(a)
+    return out
