@@ -335,7 +335,11 @@ def _draws(method, x, y, cfg, seed, progress, gp, model="cnn", width=None):
         c = cfg["laplace"]
         # the table uses the GLM predictive, so no weights are drawn
         la = Laplace(post, subset="last_layer", structure=c["structure"]).fit(
-            (x, y), steps=epochs * -(-n // cfg["batch_size"]), lr=c["lr"], batch_size=min(cfg["batch_size"], n), seed=seed
+            (x, y),
+            steps=epochs * -(-n // cfg["batch_size"]),
+            lr=c["lr"],
+            batch_size=min(cfg["batch_size"], n),
+            seed=seed,
         )
         la.optimize_marglik()
         return la.posterior, la  # the posterior with the tuned noise and prior

@@ -172,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--config",
         default=None,
         metavar="JSON",
-        help='overrides of the agents\' defaults (bnnkit.bench.bandit.DEFAULTS) as a JSON object, e.g. '
+        help="overrides of the agents' defaults (bnnkit.bench.bandit.DEFAULTS) as a JSON object, e.g. "
         '\'{"fsgld_weight_term": "sgld", "fsgld_max_step": 0.001}\'; written into every run\'s record',
     )
     ban.add_argument("--threads", type=int, default=1)

@@ -169,7 +169,8 @@ def run_unit_blocks(
                 state, info = kernel.step(state, batches.next(gen), gen)
                 if not _finite(state, info):
                     raise divergence(state.position, info.log_density, state.step_size, it)
-                stuck = stuck + 1 if bool(info.diverging.all()) else 0
+                div = getattr(info, "diverging", None)
+                stuck = stuck + 1 if div is not None and bool(div.all()) else 0
                 if stuck >= MAX_CONSECUTIVE_DIVERGENCES:
                     raise divergence(state.position, info.log_density, state.step_size, it, stuck=stuck)
                 astate, state = adapt.update(astate, state, info)

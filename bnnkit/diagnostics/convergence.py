@@ -35,7 +35,9 @@ class FunctionSpaceConvergence:
         min_draws: draws per chain before the first check (R-hat of a few draws is noise).
     """
 
-    def __init__(self, posterior: Any, inputs: Tensor, rhat: float = 1.1, ess: float = 100.0, min_draws: int = 20):
+    def __init__(
+        self, posterior: Any, inputs: Tensor, rhat: float = 1.1, ess: float = 100.0, min_draws: int = 20
+    ):
         if not hasattr(posterior, "forward") or not hasattr(posterior, "split"):
             raise BnnkitError("FunctionSpaceConvergence needs the bnnkit.Posterior that is being sampled.")
         if not isinstance(inputs, Tensor) or inputs.ndim == 0 or inputs.shape[0] == 0:
@@ -48,8 +50,13 @@ class FunctionSpaceConvergence:
         self.reset()
 
     def config(self) -> dict:
-        return {"rule": "function_space", "rhat": self.rhat, "ess": self.ess, "min_draws": self.min_draws,
-                "num_inputs": int(self.inputs.shape[0])}
+        return {
+            "rule": "function_space",
+            "rhat": self.rhat,
+            "ess": self.ess,
+            "min_draws": self.min_draws,
+            "num_inputs": int(self.inputs.shape[0]),
+        }
 
     def reset(self) -> None:
         self._f: Tensor | None = None
@@ -81,7 +88,9 @@ class FunctionSpaceConvergence:
         e = float(ess_of(self._f).min())
         self.last = {"rhat": r, "ess": e, "draws_per_chain": int(self._f.shape[1])}
         if r <= self.rhat and e >= self.ess:
-            return f"converged: max function-space R-hat {r:.3f} <= {self.rhat}, min ESS {e:.0f} >= {self.ess:g}"
+            return (
+                f"converged: max function-space R-hat {r:.3f} <= {self.rhat}, min ESS {e:.0f} >= {self.ess:g}"
+            )
         return None
 
     def budget_message(self) -> str:

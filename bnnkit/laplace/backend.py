@@ -60,7 +60,9 @@ def loss_and_unit(likelihood, curvature: str) -> tuple[nn.Module, float]:
     )
 
 
-def module_at(posterior: Posterior, net: Mapping[str, Tensor], subset: Sequence[str]) -> tuple[nn.Module, list]:
+def module_at(
+    posterior: Posterior, net: Mapping[str, Tensor], subset: Sequence[str]
+) -> tuple[nn.Module, list]:
     """A copy of the posterior's module at ``net`` (fixed parameters as the posterior holds them),
     and the parameters of ``subset`` in order (the only ones with ``requires_grad``)."""
     module = copy.deepcopy(posterior.module)

@@ -111,7 +111,9 @@ def _lowrank(scaled, P: int, rank: int, b: Tensor, gen: torch.Generator) -> Eige
     """Top-``rank`` eigenpairs by a randomised range finder (Halko et al. 2011, two power
     iterations), its test matrix drawn from ``gen``: a few passes over the data in all."""
     if not 1 <= rank < P:
-        raise BnnkitError(f"rank must lie in [1, {P - 1}] for {P} parameters, got {rank!r}; use 'full' for all.")
+        raise BnnkitError(
+            f"rank must lie in [1, {P - 1}] for {P} parameters, got {rank!r}; use 'full' for all."
+        )
     k = min(P, rank + 10)
     Q = torch.linalg.qr(scaled(torch.randn(P, k, generator=gen, dtype=b.dtype)))[0]
     for _ in range(2):
@@ -131,8 +133,14 @@ def _kron(cl, module, params, subset, loss, unit, loader, curvature, b) -> Kron:
     joint = bool((b == b[0]).all())
     try:
         op = cl.KFACLinearOperator(
-            module, loss, params, loader, fisher_type=kind, separate_weight_and_bias=not joint,
-            check_deterministic=False, num_data=sum(int(x.shape[0]) for x, _ in loader),
+            module,
+            loss,
+            params,
+            loader,
+            fisher_type=kind,
+            separate_weight_and_bias=not joint,
+            check_deterministic=False,
+            num_data=sum(int(x.shape[0]) for x, _ in loader),
         )
     except NotImplementedError as e:
         raise BnnkitError(
@@ -154,15 +162,18 @@ def _kron(cl, module, params, subset, loss, unit, loader, curvature, b) -> Kron:
         if joint and len(pos) == 2:
             idx = torch.cat([rows(subset[pos["weight"]]), rows(subset[pos["bias"]])], 1)
             a, qa = torch.linalg.eigh(A[mod_name])
-            blocks.append(KronBlock(idx.reshape(-1), idx.shape[0], idx.shape[1], qg, g, qa, a.clamp_min(0),
-                                    float(b[0])))
+            blocks.append(
+                KronBlock(idx.reshape(-1), idx.shape[0], idx.shape[1], qg, g, qa, a.clamp_min(0), float(b[0]))
+            )
             continue
         for pname, i in pos.items():
             idx = rows(subset[i])
             bb = float(b[idx.reshape(-1)[0]])
             if pname == "weight":
                 a, qa = torch.linalg.eigh(A[mod_name])
-                blocks.append(KronBlock(idx.reshape(-1), idx.shape[0], idx.shape[1], qg, g, qa, a.clamp_min(0), bb))
+                blocks.append(
+                    KronBlock(idx.reshape(-1), idx.shape[0], idx.shape[1], qg, g, qa, a.clamp_min(0), bb)
+                )
             else:
                 blocks.append(KronBlock(idx.reshape(-1), idx.shape[0], 1, qg, g, None, None, bb))
     return Kron(blocks, int(b.numel()))

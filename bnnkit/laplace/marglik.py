@@ -58,7 +58,11 @@ def optimize(la, prior: bool, noise: bool, max_iter: int = 200) -> tuple[Tensor,
     if not free:
         return log_m.detach(), None if log_tau is None else log_tau.detach()
     opt = torch.optim.LBFGS(
-        free, lr=1.0, max_iter=max_iter, line_search_fn="strong_wolfe", tolerance_grad=1e-10,
+        free,
+        lr=1.0,
+        max_iter=max_iter,
+        line_search_fn="strong_wolfe",
+        tolerance_grad=1e-10,
         tolerance_change=1e-14,
     )
 

@@ -88,7 +88,9 @@ class Laplace:
         self.rank, self.batch_size = rank, batch_size
         self.subset = _resolve_subset(posterior, subset)
         view = posterior.net_view
-        self._sub_idx = torch.cat([torch.arange(view.slice(n).start, view.slice(n).stop) for n in self.subset])
+        self._sub_idx = torch.cat(
+            [torch.arange(view.slice(n).start, view.slice(n).stop) for n in self.subset]
+        )
         prior = posterior.prior
         if prior_precision is not None:
             check_positive("prior_precision", prior_precision)
@@ -161,7 +163,9 @@ class Laplace:
             return {n: map[n].detach().clone().to(post.net_view.dtype) for n in post.net_names}
         raise BnnkitError(f"map must be None, 'module', a dict or a flat tensor; got {type(map).__name__}.")
 
-    def _optimise_map(self, start: Tensor, steps: int, lr: float, batch_size: int | None) -> dict[str, Tensor]:
+    def _optimise_map(
+        self, start: Tensor, steps: int, lr: float, batch_size: int | None
+    ) -> dict[str, Tensor]:
         """Adam on ``-log p(theta | D)`` of :attr:`posterior` (current hyperparameters), extras fixed."""
         check_int_at_least("steps", steps, 1)
         check_positive("lr", lr)
@@ -192,8 +196,16 @@ class Laplace:
         inputs, targets = self._data
         scale = post.scale(self._data)
         self._structure = compute(
-            post, net, self.subset, self._b, (inputs, targets), self.structure_name, self.curvature,
-            self.batch_size, self.rank, self._gen,
+            post,
+            net,
+            self.subset,
+            self._b,
+            (inputs, targets),
+            self.structure_name,
+            self.curvature,
+            self.batch_size,
+            self.rank,
+            self._gen,
         )
         # rows standing for num_data rows: the curvature scales with the log-likelihood (N/M)
         self._scale_data = scale
@@ -249,7 +261,9 @@ class Laplace:
         if noise is None:
             noise = self._log_tau is not None
         if noise and self._log_tau is None:
-            raise BnnkitError("noise=True tunes a Gaussian noise; this posterior's likelihood is not Gaussian.")
+            raise BnnkitError(
+                "noise=True tunes a Gaussian noise; this posterior's likelihood is not Gaussian."
+            )
         for r in range(rounds):
             if r > 0:
                 start = self._base.net_view.ravel(self.map_params)
@@ -331,7 +345,11 @@ class Laplace:
         eps = torch.randn(n, P, generator=gen, dtype=self._b.dtype)
         with torch.no_grad():
             dev = self._structure.sample(eps, s, m)
-            logq = -0.5 * (eps * eps).sum(1) + 0.5 * self._structure.logdet(s, m) - 0.5 * P * math.log(2 * math.pi)
+            logq = (
+                -0.5 * (eps * eps).sum(1)
+                + 0.5 * self._structure.logdet(s, m)
+                - 0.5 * P * math.log(2 * math.pi)
+            )
         pos = self._map_position().expand(n, -1).clone()
         pos[:, self._sub_idx] += dev
         return pos, logq
@@ -425,7 +443,9 @@ def _resolve_subset(posterior: Posterior, subset: Subset) -> tuple[str, ...]:
     if callable(subset):
         chosen = tuple(n for n in names if subset(n))
         if not chosen:
-            raise BnnkitError(f"the subset predicate selects none of the Bayesian parameters ({', '.join(names)}).")
+            raise BnnkitError(
+                f"the subset predicate selects none of the Bayesian parameters ({', '.join(names)})."
+            )
         return chosen
     keys = [subset] if isinstance(subset, str) else list(subset)
     for k in keys:

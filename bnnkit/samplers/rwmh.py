@@ -80,7 +80,9 @@ class RandomWalkMH:
         # final window cannot settle (acceptance 0.01-0.28 after warm-up, measured on the
         # conjugate test problem over 6 seeds; 0.19-0.28 with gamma = 0.5).
         adapt = (
-            window_adaptation(self.target_accept, adapt_metric=self.adapt_covariance, initial_bias=1.0, gamma=0.5)
+            window_adaptation(
+                self.target_accept, adapt_metric=self.adapt_covariance, initial_bias=1.0, gamma=0.5
+            )
             if self.adapt
             else None
         )

@@ -80,7 +80,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
@@ -173,6 +173,16 @@ class AdaptiveSGHMC(GibbsChains):
         if self.gibbs_every is not None:  # only then: configs (and resumable runs) are unchanged
             cfg["gibbs_every"] = self.gibbs_every
         return cfg
+
+    def build_fused(
+        self, model: Any, block: int, chains: int | None = None, chain_batched: bool = True
+    ) -> Any:
+        """A :class:`~bnnkit.sgmcmc.fused.FusedKernel` running ``block`` steps per compiled call
+        (``bnnkit.sample(..., fused=...)``; ``chains``: vectorised chains); warm-up runs step at a time, the
+        sampling phase (mass frozen) in blocks."""
+        from .fused import build_fused
+
+        return build_fused(self, model, block, chains, chain_batched)
 
     def build(self, target: Target) -> Kernel:
         eps = float(self.step_size)

@@ -1,4 +1,7 @@
-"""Fused multi-step SG-MCMC: one compiled call runs a block of ``T`` SGLD / SGHMC steps.
+"""Fused multi-step SG-MCMC: one compiled call runs a block of ``T`` SG-MCMC steps.
+
+SGLD, SGHMC (incl. their cyclical variants), pSGLD and scale-adapted SGHMC (its sampling phase;
+its warm-up, which adapts the mass, runs step at a time) are fused.
 
 The step-at-a-time path (:func:`bnnkit.sample`) calls ``kernel.step`` from Python once per step;
 at BNN-benchmark sizes the Python and dispatch between steps costs as much as the arithmetic.
@@ -35,9 +38,14 @@ SGHMC (:class:`~bnnkit.sgmcmc.SGHMC`, scalar mass ``m``, constant noise estimate
     r_{t+1} = (1 - eps_t C / m) r_t + eps_t g_t + sqrt(2 eps_t T (C - B)) xi_t
     w_{t+1} = w_t + (eps_t / m) r_{t+1}
 
+pSGLD (:class:`~bnnkit.sgmcmc.PreconditionedSGLD`) carries its RMSprop average ``V``; adaptive
+SGHMC (:class:`~bnnkit.sgmcmc.AdaptiveSGHMC`) reads its frozen inverse mass and noise scale as
+block constants (the updates are in :func:`_make_step`).  Full-batch HMC has a fused kernel of its
+own (:mod:`bnnkit.samplers.fused_hmc`).
+
 Not fused (a :class:`~bnnkit.core.errors.BnnkitError` says so): ``gibbs_every``,
-``noise_estimate="online"``, ``resample_momentum_every``, a tensor mass, stochastic gradients
-(functional priors), other algorithms (pSGLD, adaptive SGHMC, HMC, ...).
+``noise_estimate="online"``, ``resample_momentum_every``, a tensor mass, pSGLD's
+``correction=True``, stochastic gradients (functional priors), other algorithms (NUTS, ...).
 
 Entry points: ``bnnkit.sample(SGLD(...), posterior, data, ..., fused=True)`` (the driver, through
 ``SGLD.build_fused`` / ``SGHMC.build_fused`` and :func:`build_fused`; blocks cut at its chunk and
@@ -49,6 +57,7 @@ single-chain run with the driver's conventions: warm-up, thinning, explicit gene
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -60,6 +69,9 @@ from torch import Tensor
 from ..core.errors import BnnkitError, DivergenceError, check_int_at_least
 from ..core.pure import call_scan, compile_scan, pure_log_prob
 from ..core.types import Batch
+from .adaptive import VHAT_FLOOR, AdaptiveSGHMC
+from .psgld import PreconditionedSGLD, PSGLDState
+from .schedules import Constant
 from .sghmc import SGHMC, SGHMCState
 from .sgld import SGLD, SGLDState
 
@@ -100,11 +112,18 @@ class FusedRun(NamedTuple):
 class _Update:
     """An algorithm's update as pure tensor code: carry = (x,) or (x, r)."""
 
-    kind: str  # "sgld" | "sghmc"
+    kind: str  # "sgld" | "sghmc" | "psgld" | "asghmc"
     temperature: float
     friction: float = 0.0
     mass: float = 1.0
     noise_b: float = 0.0
+    alpha: float = 0.0  # pSGLD: RMSprop decay, floor lambda, N of the per-datum gradient
+    lam: float = 0.0
+    num_data: float = 1.0
+    mdecay: float = 0.0  # adaptive SGHMC: momentum decay, eps^2, noise variance per unit M^-1, eps^4 term
+    eps2: float = 0.0
+    drift_coef: float = 0.0
+    correction: float = 0.0
 
 
 def _check_supported(algorithm: Any) -> _Update:
@@ -138,20 +157,56 @@ def _check_supported(algorithm: Any) -> _Update:
             float(algorithm.mass),
             float(algorithm.noise_estimate),
         )
+    if isinstance(algorithm, PreconditionedSGLD):
+        why = "gibbs_every" if algorithm.gibbs_every is not None else None
+        why = why or ("correction=True (a Hessian-vector product per step)" if algorithm.correction else None)
+        if why is not None:
+            raise BnnkitError(
+                f"the fused loop does not run PreconditionedSGLD with {why}; run it step at a time "
+                "(bnnkit.sample without fused=)."
+            )
+        return _Update(
+            "psgld",
+            float(algorithm.temperature),
+            alpha=float(algorithm.alpha),
+            lam=float(algorithm.eps),
+            num_data=float(algorithm.num_data or 0),  # 0: the posterior's N, set when built
+        )
+    if isinstance(algorithm, AdaptiveSGHMC):
+        if algorithm.gibbs_every is not None:
+            raise BnnkitError(
+                "the fused loop does not run AdaptiveSGHMC with gibbs_every (Gibbs hyperparameter draws); "
+                "run it step at a time (bnnkit.sample without fused=)."
+            )
+        eps = float(algorithm.step_size)
+        eps2, a = eps * eps, float(algorithm.mdecay)
+        return _Update(
+            "asghmc",
+            float(algorithm.temperature),
+            mdecay=a,
+            eps2=eps2,
+            drift_coef=2.0 * eps2 * a * float(algorithm.temperature),
+            correction=eps2 * eps2 if algorithm.noise_correction else 0.0,
+        )
     raise BnnkitError(
-        f"the fused loop runs SGLD and SGHMC (incl. their cyclical variants), not {name}; run it step at a "
-        "time (bnnkit.sample without fused=)."
+        f"the fused loop runs SGLD, SGHMC (incl. their cyclical variants), PreconditionedSGLD and "
+        f"AdaptiveSGHMC, not {name}; run it step at a time (bnnkit.sample without fused=)."
     )
 
 
 def _make_step(upd: _Update, grad_and_value: Callable) -> Callable:
-    """One step as a pure function ``(carry, xs) -> (carry, (position, log_density))``.
+    """One step as a pure function ``(carry, xs, *consts) -> (carry, (position, log_density))``.
 
     ``xs = (batch, eps, noise_scale, xi)``: the step's minibatch, its step size, the injected
-    noise's standard deviation (0 where the schedule injects none) and ``xi ~ N(0, I)``:
+    noise's scale (0 where the schedule injects none) and ``xi ~ N(0, I)``:
 
-        SGLD   w' = w + (eps / 2) g + sqrt(eps T) xi
-        SGHMC  r' = (1 - eps C / m) r + eps g + sqrt(2 eps T (C - B)) xi,  w' = w + (eps / m) r'
+        SGLD    w' = w + (eps / 2) g + sqrt(eps T) xi
+        SGHMC   r' = (1 - eps C / m) r + eps g + sqrt(2 eps T (C - B)) xi,  w' = w + (eps / m) r'
+        pSGLD   V' = alpha V + (1 - alpha) (g / N)^2,  G = 1 / (lambda + sqrt(V')),
+                w' = w + (eps / 2) G g + sqrt(G eps T) xi          (noise_scale = eps T, a variance)
+        aSGHMC  v' = (1 - mdecay) v + eps^2 M^-1 g + s xi,  w' = w + v'   (sampling phase: the
+                consts M^-1 = (V_hat + floor)^-1/2 and s = sqrt(max(0, 2 eps^2 mdecay T M^-1 - c)),
+                frozen at the end of warm-up; noise_scale = 1)
     """
     if upd.kind == "sgld":
 
@@ -163,6 +218,35 @@ def _make_step(upd: _Update, grad_and_value: Callable) -> Callable:
             return (x_new,), (x_new.clone(), lp)
 
         return step
+
+    if upd.kind == "psgld":
+        alpha, lam, n = upd.alpha, upd.lam, upd.num_data
+
+        def step_psgld(carry, xs):
+            x, v = carry
+            batch, eps, var, xi = xs
+            g, lp = grad_and_value(x, batch)
+            gbar = g / n
+            v_new = v * alpha + (1 - alpha) * gbar * gbar
+            G = 1.0 / (lam + v_new.sqrt())
+            x_new = x + (0.5 * eps) * (G * g) + xi * (G * var).sqrt()
+            return (x_new, v_new), (x_new.clone(), lp)
+
+        return step_psgld
+
+    if upd.kind == "asghmc":
+        keep, eps2 = 1.0 - upd.mdecay, upd.eps2
+
+        def step_asghmc(carry, xs, inv_mass, noise_sd):
+            x, v = carry
+            batch, _, scale, xi = xs
+            g, lp = grad_and_value(x, batch)
+            v_new = torch.add(v * keep, inv_mass * g, alpha=eps2)
+            v_new = v_new + (scale * xi) * noise_sd
+            x_new = x + v_new
+            return (x_new, v_new), (x_new.clone(), lp)
+
+        return step_asghmc
 
     c, m = upd.friction, upd.mass
 
@@ -180,6 +264,10 @@ def _make_step(upd: _Update, grad_and_value: Callable) -> Callable:
 def _noise_scale(upd: _Update, eps: float) -> float:
     if upd.kind == "sgld":
         return math.sqrt(eps * upd.temperature)
+    if upd.kind == "psgld":
+        return eps * upd.temperature  # a variance, scaled per coordinate by G inside the step
+    if upd.kind == "asghmc":
+        return 1.0  # the per-coordinate standard deviation is a block constant
     return math.sqrt(2.0 * eps * upd.temperature * (upd.friction - upd.noise_b))
 
 
@@ -189,8 +277,10 @@ class Fused:
     """An SG-MCMC algorithm run ``block`` steps per compiled call.
 
     Args:
-        algorithm: :class:`~bnnkit.sgmcmc.SGLD` or :class:`~bnnkit.sgmcmc.SGHMC` (incl. the
-            cyclical variants; see the module docstring for the options not fused).
+        algorithm: :class:`~bnnkit.sgmcmc.SGLD`, :class:`~bnnkit.sgmcmc.SGHMC` (incl. the
+            cyclical variants), :class:`~bnnkit.sgmcmc.PreconditionedSGLD` or
+            :class:`~bnnkit.sgmcmc.AdaptiveSGHMC` (see the module docstring for the options not
+            fused).
         block: steps per call (default 64).  With ``loop="scan"`` the compile time does not
             depend on it; the block's positions ``[block, D]`` are held in memory at once.
         loop: ``"scan"`` (default: ``torch.compile`` of a ``scan`` over the block), ``"unroll"``
@@ -252,8 +342,17 @@ class FusedKernel:
                 "run them step at a time (bnnkit.sample without fused=)."
             )
         self.target = target
-        self.kernel = fused.algorithm.build(target)  # init, and the reference step-at-a-time path
-        self.schedule = fused.algorithm.step_size
+        alg = fused.algorithm
+        if self.update.kind == "psgld" and not self.update.num_data:
+            n = float(getattr(target, "num_data", None) or 1)  # as PreconditionedSGLD.build takes it
+            self.update = dataclasses.replace(self.update, num_data=n)
+        # init, and the reference step-at-a-time path (an adapted algorithm warms up through it)
+        self.kernel = alg.build(target)
+        self.adaptation = self.kernel.adaptation
+        if self.adaptation is not None and chains is not None:
+            self.kernel = alg.build(target.vectorized(chain_batched=chain_batched))
+        self.step = self.kernel.step
+        self.schedule = alg.step_size if self.update.kind != "asghmc" else Constant(float(alg.step_size))
         loop = fused.loop
         if loop == "scan" and not pure:
             loop = "unroll"
@@ -265,10 +364,11 @@ class FusedKernel:
         step = _make_step(self.update, grad_and_value)
         self._step = step
 
-        def unrolled(carry, batches, eps, scale, xi):
+        def unrolled(carry, args, consts):
+            batches, eps, scale, xi = args
             xs, lps = [], []
             for t in range(eps.shape[0]):
-                carry, (x, lp) = step(carry, (_index(batches, t), eps[t], scale[t], xi[t]))
+                carry, (x, lp) = step(carry, (_index(batches, t), eps[t], scale[t], xi[t]), *consts)
                 xs.append(x)
                 lps.append(lp)
             return carry, torch.stack(xs), torch.stack(lps)
@@ -362,14 +462,31 @@ class FusedKernel:
 
             batches = _Full()
         segs, eps, scale, xi, _ = self.draw_block(batches, gen, start, num_steps, x)
-        carry = (x,) if self.update.kind == "sgld" else (x, state.momentum)
+        kind = self.update.kind
+        consts: tuple = ()
+        if kind == "sgld":
+            carry = (x,)
+        elif kind == "psgld":
+            carry = (x, state.square_avg)
+        else:
+            carry = (x, state.momentum)
+        if kind == "asghmc":
+            if int(state.iteration) == 0 or bool(state.adapting):
+                raise BnnkitError(
+                    "AdaptiveSGHMC estimates its mass while it warms up, which runs step at a time; with "
+                    "fused= give num_warmup >= 1 (the sampling phase then runs in blocks)."
+                )
+            inv_mass = (state.square_avg + VHAT_FLOOR).rsqrt()
+            var = inv_mass * self.update.drift_coef - self.update.correction
+            consts = (inv_mass, var.clamp_min(0.0).sqrt())
+            self._clipped = (var <= 0).to(x.dtype).mean(-1)
         pos, lps = [], []
         for a, b, batch in segs:
             args = (batch, eps[a:b], scale[a:b], xi[a:b])
             if self.loop == "scan":  # one compiled graph for every block length
-                carry, (p, lp) = call_scan(self._block, self._code, carry, args)
+                carry, (p, lp) = call_scan(self._block, self._code, carry, args, consts)
             else:
-                carry, p, lp = self._block(carry, *args)
+                carry, p, lp = self._block(carry, args, consts)
             pos.append(p)
             lps.append(lp)
         positions = pos[0] if len(pos) == 1 else torch.cat(pos)
@@ -377,8 +494,12 @@ class FusedKernel:
         keep_t = torch.as_tensor(list(keep), dtype=torch.long)
         it = state.iteration + num_steps
         last_eps = eps[-1].clone()
-        if self.update.kind == "sgld":
+        if kind == "sgld":
             new = SGLDState(carry[0], it, last_eps)
+        elif kind == "psgld":
+            new = PSGLDState(carry[0], carry[1], it, last_eps)
+        elif kind == "asghmc":
+            new = state._replace(position=carry[0], momentum=carry[1], iteration=it)
         else:
             new = SGHMCState(carry[0], carry[1], state.noise_var, it, last_eps)
         # One host sync per block: the first step whose position or log density is not finite,
@@ -406,6 +527,8 @@ class FusedKernel:
         if self.update.kind == "sghmc":  # SGHMCInfo: the constant B, no coordinate clipped
             stats["noise_estimate"] = torch.full(shape, self.update.noise_b)
             stats["noise_clipped"] = torch.zeros(shape)
+        if self.update.kind == "asghmc":  # AdaptiveSGHMCInfo: the frozen mass clips the same coordinates
+            stats["noise_clipped"] = self._clipped.expand(shape).clone()
         return stats
 
     def collects(self, start: int, num_steps: int) -> list[bool]:

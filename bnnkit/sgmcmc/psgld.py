@@ -19,7 +19,7 @@ Rademacher ``z`` (one extra Hessian-vector product per step).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
@@ -90,6 +90,15 @@ class PreconditionedSGLD:
         if self.gibbs_every is not None:
             cfg["gibbs_every"] = self.gibbs_every
         return cfg
+
+    def build_fused(
+        self, model: Any, block: int, chains: int | None = None, chain_batched: bool = True
+    ) -> Any:
+        """A :class:`~bnnkit.sgmcmc.fused.FusedKernel` running ``block`` steps per compiled call
+        (``bnnkit.sample(..., fused=...)``; ``chains``: vectorised chains)."""
+        from .fused import build_fused
+
+        return build_fused(self, model, block, chains, chain_batched)
 
     def build(self, target: Target) -> Kernel:
         schedule, alpha, lam, temp = self.step_size, self.alpha, self.eps, self.temperature

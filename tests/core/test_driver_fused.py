@@ -19,13 +19,16 @@ from bnnkit.core.blocks import AUTO_BLOCK, fused_block
 from bnnkit.core.errors import BnnkitError, DivergenceError
 from bnnkit.core.target import as_target
 from bnnkit.data import Minibatches
-from bnnkit.sgmcmc import SGHMC, SGLD, CyclicalSGHMC, CyclicalSGLD, PreconditionedSGLD
+from bnnkit.sgmcmc import SGHMC, SGLD, AdaptiveSGHMC, CyclicalSGHMC, CyclicalSGLD, PreconditionedSGLD
 
 ALGORITHMS = {
     "sgld": SGLD(1e-3),
     "sghmc": SGHMC(1e-2, friction=5.0),
     "csgld": CyclicalSGLD(1e-3, cycle_length=10),
     "csghmc": CyclicalSGHMC(1e-2, cycle_length=12, friction=5.0),
+    "psgld": PreconditionedSGLD(1e-3),
+    "asghmc": AdaptiveSGHMC(1e-2),  # warm-up (mass adaptation) step at a time, sampling in blocks
+    "asghmc-nc": AdaptiveSGHMC(3e-2, noise_correction=True),  # some coordinates' noise clipped
 }
 # Warm-up, thinning, two chains, chunks of 4 draws, blocks of at most 5 steps: every kind of cut.
 RUN = dict(num_samples=9, thin=3, num_warmup=7, num_chains=2, chunk_size=4, seed=3, progress=False)
@@ -69,7 +72,7 @@ def test_fused_equals_step_at_a_time(eager, name):
     )
 
 
-@pytest.mark.parametrize("name", ["sgld", "csghmc"])
+@pytest.mark.parametrize("name", ["sgld", "csghmc", "asghmc"])
 def test_vectorized_fused_equals_vectorized_step_at_a_time(eager, name):
     post, X, y = _problem()
     alg = ALGORITHMS[name]
@@ -227,8 +230,10 @@ def test_unsupported_combinations_are_refused():
     post, X, y = _problem()
     data = Minibatches(X, y, batch_size=16)
     kw = dict(num_samples=2, progress=False)
-    with pytest.raises(BnnkitError, match="PreconditionedSGLD has no fused path"):
-        bnnkit.sample(PreconditionedSGLD(1e-3), post, data, fused=True, **kw)
+    with pytest.raises(BnnkitError, match="PreconditionedSGLD with correction=True"):
+        bnnkit.sample(PreconditionedSGLD(1e-3, correction=True), post, data, fused=True, **kw)
+    with pytest.raises(BnnkitError, match="num_warmup >= 1"):
+        bnnkit.sample(AdaptiveSGHMC(1e-2), post, data, fused=True, **kw)
     with pytest.raises(BnnkitError, match="NUTS has no fused path"):
         bnnkit.sample(bnnkit.NUTS(1e-2), post, (X, y), fused=True, **kw)
     with pytest.raises(BnnkitError, match="noise_estimate='online'.*without fused="):
@@ -303,6 +308,19 @@ def test_compiled_fused_sghmc_equals_step_at_a_time_and_resumes_bit_identical(tm
 def test_compiled_fused_sgld_equals_step_at_a_time():
     torch._dynamo.reset()
     _compiled_pair(SGLD(1e-3))
+
+
+def test_compiled_fused_adaptive_sghmc_equals_step_at_a_time():
+    """The scan with block constants (the frozen mass and noise scale), and pSGLD's carried
+    preconditioner, compiled."""
+    torch._dynamo.reset()
+    _compiled_pair(AdaptiveSGHMC(1e-2))
+
+
+@pytest.mark.slow
+def test_compiled_fused_psgld_equals_step_at_a_time():
+    torch._dynamo.reset()
+    _compiled_pair(PreconditionedSGLD(1e-3))
 
 
 def test_target_without_a_module_uses_the_target(eager, capsys):

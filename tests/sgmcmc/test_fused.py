@@ -93,8 +93,10 @@ def test_leaves_the_global_rng_alone():
 
 
 def test_unsupported_algorithms_are_refused():
-    with pytest.raises(BnnkitError, match="SGLD and SGHMC"):
-        Fused(PreconditionedSGLD(1e-3))
+    with pytest.raises(BnnkitError, match="SGLD, SGHMC .* not NUTS"):
+        Fused(bnnkit.NUTS())
+    with pytest.raises(BnnkitError, match="correction=True"):
+        Fused(PreconditionedSGLD(1e-3, correction=True))
     with pytest.raises(BnnkitError, match="online"):
         Fused(SGHMC(1e-3, noise_estimate="online"))
     with pytest.raises(BnnkitError, match="resample_momentum_every"):
