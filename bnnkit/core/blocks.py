@@ -1,7 +1,8 @@
 """Fused blocks in the driver: ``bnnkit.sample(..., fused=...)`` runs a chain ``T`` steps per call.
 
 The algorithm builds the block kernel (``algorithm.build_fused(model, block)``; SGLD and SGHMC
-have one, :mod:`bnnkit.sgmcmc.fused`, and HMC, :mod:`bnnkit.samplers.fused_hmc`), so
+have one, :mod:`bnnkit.sgmcmc.fused`, as do HMC, :mod:`bnnkit.samplers.fused_hmc`, and NUTS,
+:mod:`bnnkit.samplers.fused_nuts`), so
 ``bnnkit.core`` needs no import of the algorithms.  A kernel with an ``adaptation`` (HMC) warms up
 step at a time through its ``step``, the adaptation state checkpointed as the step-at-a-time
 driver does, and samples in blocks with the adapted settings frozen.  Its
@@ -73,7 +74,8 @@ def fused_block(fused: Any, algorithm: Any, compile: bool, dim: int) -> int:
         )
     if not hasattr(algorithm, "build_fused"):
         raise BnnkitError(
-            f"fused= runs SGLD, SGHMC (incl. their cyclical variants) and HMC; {type(algorithm).__name__} has no "
+            f"fused= runs SGLD, SGHMC (incl. their cyclical variants), pSGLD, adaptive SGHMC, HMC and NUTS; "
+            f"{type(algorithm).__name__} has no "
             "fused path. Drop fused= to run it step at a time."
         )
     if compile:

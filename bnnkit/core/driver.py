@@ -124,9 +124,10 @@ def sample(
             outputs at held-out inputs); ``num_samples`` is then the budget.  It needs all chains
             in one unit (``chain_method="vectorized"``, or one chain).  The returned
             ``samples.config["stopped"]`` says whether the rule or the budget ended the run.
-        fused: run SG-MCMC (SGLD, SGHMC and their cyclical variants) or full-batch HMC in
-            compiled blocks of steps, Python once per block instead of once per step
-            (:mod:`bnnkit.core.blocks`; HMC warms up step at a time, then samples in blocks):
+        fused: run SG-MCMC (SGLD, SGHMC and their cyclical variants, pSGLD, adaptive SGHMC) or
+            full-batch HMC in compiled blocks of steps, Python once per block instead of once per
+            step (:mod:`bnnkit.core.blocks`; HMC and adaptive SGHMC warm up step at a time, then
+            sample in blocks), or NUTS with one compiled call per trajectory doubling:
             ``True`` picks the block length (at most 64 steps), a number caps it.  Same draws as
             step at a time to float rounding; a resumed run must use the same setting.
             ``docs/scaling.md`` lists what is not fused.

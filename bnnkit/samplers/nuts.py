@@ -28,7 +28,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from ..core.errors import check_int_at_least, check_positive
+from ..core.errors import BnnkitError, check_int_at_least, check_positive
 from ..core.target import Target
 from ..core.types import Batch, Kernel
 from .adaptation import window_adaptation
@@ -89,6 +89,18 @@ class NUTS:
 
     def config(self) -> dict:
         return asdict(self)
+
+    def build_fused(self, model, block: int, chains: int | None = None, chain_batched: bool = False):
+        """This NUTS with each trajectory doubling one compiled call (full batch): what
+        ``bnnkit.sample(..., fused=...)`` uses, see :mod:`bnnkit.samplers.fused_nuts`."""
+        from .fused_nuts import build_fused_nuts
+
+        if chain_batched:
+            raise BnnkitError(
+                "NUTS runs on the full data set (its trajectories need the exact log density); pass the "
+                "data as a tuple of tensors, not minibatches."
+            )
+        return build_fused_nuts(self, model, block, chains)
 
     def build(self, target: Target) -> Kernel:
         step0, max_depth, threshold = self.step_size, self.max_tree_depth, self.divergence_threshold

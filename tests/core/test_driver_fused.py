@@ -234,8 +234,8 @@ def test_unsupported_combinations_are_refused():
         bnnkit.sample(PreconditionedSGLD(1e-3, correction=True), post, data, fused=True, **kw)
     with pytest.raises(BnnkitError, match="num_warmup >= 1"):
         bnnkit.sample(AdaptiveSGHMC(1e-2), post, data, fused=True, **kw)
-    with pytest.raises(BnnkitError, match="NUTS has no fused path"):
-        bnnkit.sample(bnnkit.NUTS(1e-2), post, (X, y), fused=True, **kw)
+    with pytest.raises(BnnkitError, match="ULA has no fused path"):
+        bnnkit.sample(bnnkit.samplers.ULA(1e-3), post, (X, y), fused=True, **kw)
     with pytest.raises(BnnkitError, match="noise_estimate='online'.*without fused="):
         bnnkit.sample(SGHMC(1e-3, noise_estimate="online"), post, data, fused=True, **kw)
     with pytest.raises(BnnkitError, match="vectorised.*gibbs_every|gibbs_every"):
