@@ -99,11 +99,11 @@ def build_block_kernel(
         kernel = algorithm.build_fused(model, block, chains=chains, chain_batched=chain_batched)
     if getattr(kernel, "loop", None) == "unroll":
         raise BnnkitError(
-            "fused= compiles the block as one scan over its steps, which needs a plain bnnkit.Posterior whose "
-            "network is an MLP (a Sequential of Linear and tanh / sigmoid / ReLU, no learnt noise or prior "
-            "scale, not data-parallel) or a log density; for this posterior each block length would compile "
-            "an unrolled loop of its own. Use compile=True, or bnnkit.sgmcmc.Fused(..., loop='unroll') with a "
-            "short fixed block."
+            "fused= compiles the block as one scan over its steps, which needs a plain bnnkit.Posterior (no "
+            "learnt noise or prior scale, not data-parallel) whose network has no buffers (e.g. batch-norm "
+            "statistics) and no dropout in training mode, or a log density; for this posterior each block "
+            "length would compile an unrolled loop of its own. Use compile=True, or "
+            "bnnkit.sgmcmc.Fused(..., loop='unroll') with a short fixed block."
         )
     return kernel
 

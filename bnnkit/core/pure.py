@@ -3,8 +3,10 @@
 A fused sampler (:mod:`bnnkit.sgmcmc.fused` for SGLD / SGHMC, :mod:`bnnkit.samplers.fused_hmc`
 for HMC) runs a block of steps as one ``torch.compile``-d ``scan``.  ``scan`` refuses side
 effects in its body, and a :class:`~bnnkit.Posterior`'s fast module call swaps the flat weights
-into the module (a side effect), so for an MLP posterior :func:`pure_log_prob` writes the same log
-density on views of the flat ``w`` instead: ``(N/M) log p(y | f(x; w)) + log p(w)``.
+into the module (a side effect), so :func:`pure_log_prob` writes the same log density on views of
+the flat ``w`` instead, ``(N/M) log p(y | f(x; w)) + log p(w)``: by hand for an MLP
+(:func:`mlp_log_prob`), through ``torch.func.functional_call`` for other networks without buffers
+(:func:`module_log_prob`).
 :func:`compile_scan` compiles ``scan(step, carry, xs)`` once for every block length and
 :func:`call_scan` calls it, starting dynamo's cache afresh when a process has compiled more
 settings than dynamo's per-function limit.
@@ -74,6 +76,39 @@ def mlp_log_prob(posterior: Any) -> Callable[[Tensor, Batch], Tensor] | None:
     return log_prob
 
 
+def module_log_prob(posterior: Any) -> Callable[[Tensor, Batch], Tensor] | None:
+    """A side-effect-free log density of any posterior whose network has no buffers and no
+    dropout in training mode (a CNN, say), or None: ``torch.func.functional_call`` of the module
+    with its parameters as views of the flat ``w`` (it swaps them in and out inside the traced
+    graph, which ``scan`` accepts).  Same value as ``posterior.log_prob_flat``."""
+    if getattr(posterior, "d_net", None) != getattr(getattr(posterior, "view", None), "size", -1):
+        return None
+    module = posterior.module
+    if any(True for _ in module.buffers()):
+        return None  # e.g. batch-norm statistics, updated in place by a forward in training mode
+    if any(isinstance(m, nn.modules.dropout._DropoutNd) and m.training for m in module.modules()):
+        return None  # random numbers outside the chain's generator
+    view = posterior.view
+    shapes = dict(module.named_parameters())
+    if sorted(shapes) != sorted(view.names):
+        return None
+    parts = [(name, view.slice(name), tuple(shapes[name].shape)) for name in view.names]
+    likelihood, prior, num_data = posterior.likelihood, posterior.bound_prior, posterior.num_data
+
+    def log_prob(x: Tensor, batch: Batch) -> Tensor:
+        inputs, targets = batch
+        if inputs.is_floating_point():
+            inputs = inputs.to(x.dtype)
+        params = {name: x[sl].view(shape) for name, sl, shape in parts}
+        f = torch.func.functional_call(module, params, (inputs,))
+        ll = likelihood.log_prob(f, targets, {})
+        if num_data is not None:
+            ll = ll * (num_data / inputs.shape[0])
+        return ll + prior.log_prob(x, {})
+
+    return log_prob
+
+
 def pure_log_prob(model: Any) -> tuple[Target, Callable[[Tensor, Batch], Tensor], bool]:
     """The target, a log density to differentiate inside the block, and whether that log density
     is free of side effects (so it may run inside ``scan``)."""
@@ -84,7 +119,7 @@ def pure_log_prob(model: Any) -> tuple[Target, Callable[[Tensor, Batch], Tensor]
         # A subclass with a target of its own (data-parallel all-reduce, functional prior) is not
         # the plain likelihood + prior that the pure MLP log density rewrites.
         own_target = type(model).target is not Posterior.target
-        pure = None if own_target else mlp_log_prob(model)
+        pure = None if own_target else (mlp_log_prob(model) or module_log_prob(model))
         if pure is not None:
             return target, pure, True
         return target, target.log_prob, False

@@ -244,10 +244,10 @@ def test_unsupported_combinations_are_refused():
         )
     with pytest.raises(BnnkitError, match="drop compile=True"):
         bnnkit.sample(SGLD(1e-3), post, data, fused=True, compile=True, **kw)
-    net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.SiLU(), torch.nn.Linear(4, 1)).double()
-    silu = bnnkit.Posterior(net, bnnkit.Gaussian(1.0), bnnkit.GaussianPrior(1.0), num_data=len(X))
-    with pytest.raises(BnnkitError, match="needs a plain bnnkit.Posterior whose network is an MLP"):
-        bnnkit.sample(SGLD(1e-3), silu, data, fused=True, **kw)
+    net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4), torch.nn.Linear(4, 1)).double()
+    bn = bnnkit.Posterior(net, bnnkit.Gaussian(1.0), bnnkit.GaussianPrior(1.0), num_data=len(X))
+    with pytest.raises(BnnkitError, match="no buffers"):
+        bnnkit.sample(SGLD(1e-3), bn, data, fused=True, **kw)
 
     class OwnTarget(bnnkit.Posterior):  # e.g. data-parallel: an all-reduce in its target
         def target(self):
@@ -321,6 +321,28 @@ def test_compiled_fused_adaptive_sghmc_equals_step_at_a_time():
 def test_compiled_fused_psgld_equals_step_at_a_time():
     torch._dynamo.reset()
     _compiled_pair(PreconditionedSGLD(1e-3))
+
+
+def test_compiled_fused_cnn_equals_step_at_a_time():
+    """A network other than an MLP (a small CNN) runs in the scan through functional_call."""
+    torch._dynamo.reset()
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(64, 1, 8, 8, generator=g, dtype=torch.float64)
+    y = torch.randint(0, 3, (64,), generator=g)
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(1, 4, 3),
+        torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2),
+        torch.nn.Flatten(),
+        torch.nn.Linear(36, 3),
+    ).double()
+    post = bnnkit.Posterior(net, bnnkit.Categorical(), bnnkit.GaussianPrior(1.0), num_data=64)
+    run = dict(num_samples=6, thin=2, num_warmup=3, seed=2, progress=False)
+    ref = bnnkit.sample(SGHMC(1e-3, friction=5.0), post, Minibatches(X, y, batch_size=16), **run)
+    out = bnnkit.sample(SGHMC(1e-3, friction=5.0), post, Minibatches(X, y, batch_size=16), fused=4, **run)
+    assert out.config["fused"]["loop"] == "scan"
+    _assert_same_draws(out, ref, exact=False)
 
 
 def test_target_without_a_module_uses_the_target(eager, capsys):
