@@ -38,6 +38,7 @@ import torch
 import bnnkit
 from benchmarks._timing import mlp_workload, write_results
 from bnnkit.bench.models import mlp
+from bnnkit.core.pure import call_scan
 from bnnkit.data import Minibatches
 from bnnkit.sgmcmc import Fused
 
@@ -104,7 +105,7 @@ def build(args):
             carry0 = (x0,) if name == "sgld" else (x0, torch.zeros_like(x0))
 
             def core(fk=fk, batch=batch, eps=eps, scale=scale, xi=xi, carry0=carry0) -> None:
-                fk._block(carry0, batch, eps, scale, xi)
+                call_scan(fk._block, fk._code, carry0, (batch, eps, scale, xi))
 
             cases[f"{name}_fused_T{T}_core"] = (core, T)
     if args.driver:
