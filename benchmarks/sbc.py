@@ -136,10 +136,13 @@ def linreg_quantities(p):
 
 
 # ---------------------------------------------------------------- studies
-# name: (model, algorithm, num_warmup, thin, exact?)
+# name: (model, algorithm, num_warmup, thin, exact?[, bnnkit.sample keyword arguments])
 STUDIES = {
     "nuts": ("eight_schools", lambda: bnnkit.NUTS(), 200, 3, True),
     "hmc": ("eight_schools", lambda: bnnkit.HMC(num_steps=10), 200, 3, True),
+    # the same samplers through their fused paths (compiled subtrees / compiled transition blocks)
+    "nuts_fused": ("eight_schools", lambda: bnnkit.NUTS(), 200, 3, True, {"fused": True}),
+    "hmc_fused": ("eight_schools", lambda: bnnkit.HMC(num_steps=10), 200, 3, True, {"fused": True}),
     "rwmh": ("linreg", lambda: bnnkit.RandomWalkMH(), 200, 10, True),
     "mh": ("linreg", lambda: MetropolisHastings(GaussianRandomWalk(0.7)), 100, 8, True),
     "gibbs": ("linreg", lambda: MetropolisWithinGibbs(blocks=[[0], [1]]), 200, 6, True),
@@ -152,11 +155,12 @@ STUDIES = {
 
 
 def run_study(name: str, reps: int, L: int, seed: int) -> dict:
-    model, make, warmup, thin, exact = STUDIES[name]
+    model, make, warmup, thin, exact = STUDIES[name][:5]
+    extra = STUDIES[name][5] if len(STUDIES[name]) > 5 else {}
     if model.startswith("eight_schools"):
         lp = schools_log_density if model == "eight_schools" else schools_log_density_no_jacobian
         draws = sampler_draws(
-            make(), lp, num_warmup=warmup, thin=thin, init=SCHOOLS_INIT, on_divergence="warn"
+            make(), lp, num_warmup=warmup, thin=thin, init=SCHOOLS_INIT, on_divergence="warn", **extra
         )
         prior, sim, qfn = schools_prior, schools_simulate, schools_quantities
     elif make is None:
