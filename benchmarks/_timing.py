@@ -60,3 +60,31 @@ def mlp_workload(n: int = 506, m: int = 32):
     net = mlp(13, 50)
     opt = torch.optim.SGD(net.parameters(), lr=1e-6)
     return X, y, next_batch, net, opt
+
+
+def run_jax_child(python: str, script: str, data: dict, args: list, threads: int) -> dict:
+    """Run ``script`` (the JAX side of a same-workload comparison) in ``python``, a child process
+    pinned to ``threads`` CPUs with XLA's thread pool sized to match; ``data`` (numpy arrays) is
+    passed as an ``.npz`` path in ``sys.argv[1]``, ``args`` after it.  Returns the JSON object the
+    script prints on its last line."""
+    import subprocess
+    import tempfile
+
+    import numpy as np
+
+    with tempfile.TemporaryDirectory() as tmp:
+        f = Path(tmp) / "data.npz"
+        np.savez(f, **data)
+        env = {
+            "XLA_FLAGS": f"--xla_cpu_multi_thread_eigen={'true' if threads > 1 else 'false'} "
+            f"intra_op_parallelism_threads={threads}",
+            "OMP_NUM_THREADS": str(threads),
+            "PATH": "/usr/bin:/bin",
+        }
+        cmd = ["taskset", "-c", ",".join(str(i) for i in range(threads)), python, "-c", script, str(f)]
+        res = subprocess.run(
+            cmd + [str(a) for a in args], capture_output=True, text=True, env=env, check=False
+        )
+        if res.returncode:
+            raise RuntimeError(f"the JAX part failed:\n{res.stderr[-3000:]}")
+        return json.loads(res.stdout.strip().splitlines()[-1])

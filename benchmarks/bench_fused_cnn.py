@@ -24,18 +24,13 @@ Run:  python -m benchmarks.bench_fused_cnn --threads 1 --rounds 5 --jax /tmp/jax
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
-import tempfile
 import time
-from pathlib import Path
 
-import numpy as np
 import torch
 
 import bnnkit
-from benchmarks._timing import write_results
+from benchmarks._timing import run_jax_child, write_results
 from bnnkit.bench.image import small_cnn
 from bnnkit.sgmcmc import Fused
 
@@ -114,24 +109,6 @@ for r in range(rounds + 1):
 out["versions"] = {"jax": jax.__version__, "blackjax": blackjax.__version__}
 print(json.dumps(out))
 """
-
-
-def _jax_part(python: str, data: dict, rounds: int, steps: int, threads: int) -> dict:
-    with tempfile.TemporaryDirectory() as tmp:
-        f = Path(tmp) / "data.npz"
-        np.savez(f, **data)
-        env = {
-            "XLA_FLAGS": f"--xla_cpu_multi_thread_eigen={'true' if threads > 1 else 'false'} "
-            f"intra_op_parallelism_threads={threads}",
-            "OMP_NUM_THREADS": str(threads),
-            "PATH": "/usr/bin:/bin",
-        }
-        cmd = ["taskset", "-c", ",".join(str(i) for i in range(threads)), python, "-c", JAX_SCRIPT]
-        cmd += [str(f), str(rounds), str(steps), str(N), str(SGLD_EPS / 2)]
-        res = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
-        if res.returncode:
-            raise RuntimeError(f"the JAX part failed:\n{res.stderr[-3000:]}")
-        return json.loads(res.stdout.strip().splitlines()[-1])
 
 
 class _Cycle:
@@ -242,7 +219,9 @@ def main() -> None:
         for key, name in (("c1", "0"), ("c2", "3"), ("l", "7")):
             data[f"{key}w"] = init[f"{name}.weight"].numpy()
             data[f"{key}b"] = init[f"{name}.bias"].numpy()
-        jx = _jax_part(args.jax, data, args.rounds, args.steps, args.threads)
+        jx = run_jax_child(
+            args.jax, JAX_SCRIPT, data, [args.rounds, args.steps, N, SGLD_EPS / 2], args.threads
+        )
         jmed = {k: statistics.median(v) for k, v in jx.items() if k != "versions"}
         results["jax"] = {"versions": jx["versions"], "us_per_grad": {k: v * 1e6 for k, v in jmed.items()}}
         results["jax"]["x_plain"] = {k: v / med["plain_fwd_bwd"] for k, v in jmed.items()}

@@ -25,19 +25,14 @@ Run:  python -m benchmarks.bench_nuts --threads 1 --rounds 5 --jax /tmp/jax-venv
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 
-import numpy as np
 import torch
 
 import bnnkit
-from benchmarks._timing import mlp_workload, write_results
+from benchmarks._timing import mlp_workload, run_jax_child, write_results
 from bnnkit.core.pure import pure_log_prob
 
 JAX_SCRIPT = r"""
@@ -92,26 +87,6 @@ for r in range(rounds + 1):  # round 0 compiles and warms up
 out["versions"] = {"jax": jax.__version__, "blackjax": blackjax.__version__}
 print(json.dumps(out))
 """
-
-
-def _jax_part(
-    python: str, data: dict, eps: float, depth: int, L: int, rounds: int, n_trans: int, threads: int
-):
-    with tempfile.TemporaryDirectory() as tmp:
-        f = Path(tmp) / "data.npz"
-        np.savez(f, **data)
-        env = {
-            "XLA_FLAGS": f"--xla_cpu_multi_thread_eigen={'true' if threads > 1 else 'false'} "
-            f"intra_op_parallelism_threads={threads}",
-            "OMP_NUM_THREADS": str(threads),
-            "PATH": "/usr/bin:/bin",
-        }
-        cmd = ["taskset", "-c", ",".join(str(i) for i in range(threads)), python, "-c", JAX_SCRIPT]
-        cmd += [str(f), str(eps), str(depth), str(L), str(rounds), str(n_trans), "100"]
-        res = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
-        if res.returncode:
-            raise RuntimeError(f"the JAX part failed:\n{res.stderr[-2000:]}")
-        return json.loads(res.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
@@ -213,14 +188,11 @@ def main() -> None:
         for i, name in enumerate(("0", "2", "4")):
             data[f"w{i}"] = ps[f"{name}.weight"].detach().numpy()
             data[f"b{i}"] = ps[f"{name}.bias"].detach().numpy()
-        jx = _jax_part(
+        jx = run_jax_child(
             args.jax,
+            JAX_SCRIPT,
             data,
-            args.step_size,
-            args.max_tree_depth,
-            L,
-            args.rounds,
-            args.transitions,
+            [args.step_size, args.max_tree_depth, L, args.rounds, args.transitions, 100],
             args.threads,
         )
         jmed = {k: statistics.median(v) for k, v in jx.items() if k not in ("versions", "nuts_steps")}

@@ -132,6 +132,18 @@ def pure_log_prob(model: Any) -> tuple[Target, Callable[[Tensor, Batch], Tensor]
     )
 
 
+def fused_log_prob(model: Any, sampler: str) -> tuple[Target, Callable[[Tensor, Batch], Tensor], bool]:
+    """:func:`pure_log_prob` for a fused sampler, which needs the exact gradient: a target with a
+    stochastic one (a functional prior) is refused with a message naming ``sampler``."""
+    target, log_prob, pure = pure_log_prob(model)
+    if target.stochastic_grad is not None:
+        raise BnnkitError(
+            f"fused {sampler} needs the exact gradient of the log density; this target has a stochastic one "
+            f"(a functional prior). Run {sampler} step at a time (bnnkit.sample without fused=)."
+        )
+    return target, log_prob, pure
+
+
 def compile_scan(step: Callable, cpp_wrapper: bool = True) -> tuple[Callable, Any]:
     """``block(carry, consts, xs) -> (carry, ys)``: ``scan`` of ``step(carry, x, *consts)`` over
     the leading dimension of ``xs`` under ``torch.compile`` (one graph for every block length:

@@ -35,7 +35,7 @@ import torch
 from torch import Tensor
 
 from ..core.errors import BnnkitError, check_int_at_least
-from ..core.pure import call_scan, compile_scan, pure_log_prob
+from ..core.pure import call_scan, compile_scan, fused_log_prob
 from .hmc import HMCState
 
 DEFAULT_LOOP = "scan"  # what bnnkit.sample(..., fused=...) builds (tests switch it to "eager")
@@ -99,12 +99,7 @@ class FusedHMCKernel:
     ):
         if loop not in ("scan", "eager"):
             raise BnnkitError(f"loop must be 'scan' or 'eager', got {loop!r}.")
-        target, log_prob, pure = pure_log_prob(model)
-        if target.stochastic_grad is not None:
-            raise BnnkitError(
-                "fused HMC needs the exact gradient of the log density; this target has a stochastic one "
-                "(a functional prior). Run HMC step at a time (bnnkit.sample without fused=)."
-            )
+        target, log_prob, pure = fused_log_prob(model, "HMC")
         self.hmc = hmc
         self.chains = chains
         self.loop = loop if pure else "unroll"  # the driver refuses "unroll" with a clear message

@@ -44,24 +44,11 @@ import torch
 from torch import Tensor
 
 from ..core.errors import BnnkitError
-from ..core.pure import call_scan, compile_scan, pure_log_prob
-from .common import normal
+from ..core.pure import call_scan, compile_scan, fused_log_prob
 from .hmc import HMCState
-from .nuts import NUTSInfo, _no_u_turn
+from .nuts import NUTSInfo, _Point, _Subtree, transition
 
 DEFAULT_LOOP = "scan"  # tests switch it to "eager" (the same subtree code, uncompiled)
-
-
-class _Sub(NamedTuple):
-    """A finished subtree, as the recursive sampler's ``_Subtree`` plus its last point."""
-
-    log_w: float
-    proposal: int  # leaf index of the proposal
-    rho: Tensor
-    p_beg: Tensor
-    p_end: Tensor
-    ps_beg: Tensor
-    ps_end: Tensor
 
 
 class NUTSBlockOutput(NamedTuple):
@@ -88,12 +75,7 @@ class FusedNUTSKernel:
     def __init__(self, nuts: Any, model: Any, loop: str = "scan", cpp_wrapper: bool = True):
         if loop not in ("scan", "eager"):
             raise BnnkitError(f"loop must be 'scan' or 'eager', got {loop!r}.")
-        target, log_prob, pure = pure_log_prob(model)
-        if target.stochastic_grad is not None:
-            raise BnnkitError(
-                "NUTS needs the exact gradient of the log density; this target has a stochastic one "
-                "(a functional prior)."
-            )
+        target, log_prob, pure = fused_log_prob(model, "NUTS")
         self.nuts = nuts
         self.chains = None
         self.loop = loop if pure else "unroll"  # the driver refuses "unroll" with a clear message
@@ -129,12 +111,13 @@ class FusedNUTSKernel:
             rows.append(y)
         return tuple(torch.stack(c) for c in zip(*rows))
 
-    def _subtree(self, z, depth: int, sign: int, state: HMCState, batch, h0: float, gen, acc: dict):
-        """The recursive ``build(z, depth, sign)`` of :class:`~bnnkit.samplers.NUTS`: returns the
-        last point reached, whether the subtree is valid, and the subtree (or None)."""
+    def _subtree(self, z: _Point, depth: int, sign: int, state: HMCState, batch, h0: float, gen, acc: dict):
+        """The recursive ``build(z, depth, sign)`` of :class:`~bnnkit.samplers.NUTS`, one compiled
+        call: returns the last point reached, whether the subtree is valid, and the subtree (or
+        None)."""
         eps, inv_m = state.step_size, state.inv_mass
         n = 1 << depth
-        xs, ps, lps, gs = self._integrate(z[0], z[1], z[3], n, sign, eps, inv_m, batch)
+        xs, ps, lps, gs = self._integrate(z.x, z.p, z.g, n, sign, eps, inv_m, batch)
         h = (-lps + 0.5 * _dots(ps * inv_m, ps)).double()
         h = torch.nan_to_num(h, nan=math.inf)
         delta = h0 - h  # float64, as the recursive sampler's Python floats
@@ -182,7 +165,7 @@ class FusedNUTSKernel:
         acc["metro"] += float(torch.where(d_run > 0, torch.ones_like(d_run), d_run.exp()).sum())
         if n_leaves and leaf_fail[n_leaves - 1] and failed:
             acc["diverging"] = True
-        last = (xs[n_leaves - 1], ps[n_leaves - 1], lps[n_leaves - 1], gs[n_leaves - 1])
+        last = _Point(xs[n_leaves - 1], ps[n_leaves - 1], lps[n_leaves - 1], gs[n_leaves - 1])
         u = torch.rand(n_merges, generator=gen, dtype=torch.float64) if n_merges else None
         if failed:
             return last, False, None
@@ -200,83 +183,27 @@ class FusedNUTSKernel:
                 j_u += 1
                 prop[k][j] = prop[k - 1][2 * j + 1] if take_final else prop[k - 1][2 * j]
                 k += 1
-        sub = _Sub(
+        i = prop[depth][0]
+        sub = _Subtree(
             float(logw_lvl[depth][0]),
-            prop[depth][0],
+            _Point(xs[i], ps[i], lps[i], gs[i]),
             rho_lvl[depth][0],
             ps[0],
             ps[n - 1],
             psharp[0],
             psharp[n - 1],
         )
-        return last, True, (sub, (xs, ps, lps, gs))
+        return last, True, sub
 
     # ------------------------------------------------------------------ one transition
     def step(self, state: HMCState, batch: Any, gen: torch.Generator) -> tuple[HMCState, NUTSInfo]:
-        """One NUTS transition (the recursive sampler's, with compiled subtrees)."""
-        eps, inv_m = state.step_size, state.inv_mass
-        max_depth = self.nuts.max_tree_depth
-        p0 = normal(state.position, gen) / inv_m.sqrt()
-        h0 = float(-state.log_density + 0.5 * torch.dot(p0 * inv_m, p0))
-        acc = {"n": 0, "metro": 0.0, "diverging": False}
+        """One NUTS transition: :func:`bnnkit.samplers.nuts.transition` with compiled subtrees."""
 
-        def uniform() -> float:
-            return float(torch.rand((), generator=gen, dtype=torch.float64))
+        def make_build(h0: float, stats: dict, uniform) -> Any:
+            del uniform  # the subtree draws its merges' uniforms at once, from the same generator
+            return lambda z, depth, sign: self._subtree(z, depth, sign, state, batch, h0, gen, stats)
 
-        z0 = (state.position, p0, state.log_density, state.grad)
-        z_bck = z_fwd = z0
-        ps0 = inv_m * p0
-        end_bck = (p0, ps0)
-        end_fwd = (p0, ps0)
-        rho = p0
-        log_w = 0.0
-        sample = z0
-        depth = 0
-        while depth < max_depth:
-            forward = uniform() > 0.5
-            if forward:
-                z_fwd, ok, res = self._subtree(z_fwd, depth, 1, state, batch, h0, gen, acc)
-            else:
-                z_bck, ok, res = self._subtree(z_bck, depth, -1, state, batch, h0, gen, acc)
-            if not ok:
-                break
-            sub, (xs, ps, lps, gs) = res
-            depth += 1
-            if sub.log_w > log_w or uniform() < math.exp(sub.log_w - log_w):
-                i = sub.proposal
-                sample = (xs[i], ps[i], lps[i], gs[i])
-            log_w = float(torch.logaddexp(torch.tensor(log_w), torch.tensor(sub.log_w)))
-            if forward:
-                rho_bck, rho_fwd = rho, sub.rho
-                (p_bb, ps_bb), (p_bf, ps_bf) = end_bck, end_fwd
-                p_fb, ps_fb, p_ff, ps_ff = sub.p_beg, sub.ps_beg, sub.p_end, sub.ps_end
-            else:
-                rho_bck, rho_fwd = sub.rho, rho
-                (p_fb, ps_fb), (p_ff, ps_ff) = end_bck, end_fwd
-                p_bf, ps_bf, p_bb, ps_bb = sub.p_beg, sub.ps_beg, sub.p_end, sub.ps_end
-            rho = rho_bck + rho_fwd
-            end_bck, end_fwd = (p_bb, ps_bb), (p_ff, ps_ff)
-            persist = (
-                _no_u_turn(ps_bb, ps_ff, rho)
-                and _no_u_turn(ps_bb, ps_fb, rho_bck + p_fb)
-                and _no_u_turn(ps_bf, ps_ff, rho_fwd + p_bf)
-            )
-            if not persist:
-                break
-        n = max(acc["n"], 1)
-        new = state._replace(position=sample[0], log_density=sample[2], grad=sample[3])
-        dt = state.position.dtype
-        info = NUTSInfo(
-            log_density=new.log_density,
-            accept_prob=torch.tensor(acc["metro"] / n, dtype=dt),
-            is_accepted=torch.tensor(sample is not z0),
-            diverging=torch.tensor(acc["diverging"]),
-            energy=torch.tensor(float(-sample[2] + 0.5 * torch.dot(sample[1] * inv_m, sample[1])), dtype=dt),
-            step_size=eps,
-            tree_depth=torch.tensor(depth),
-            num_steps=torch.tensor(acc["n"]),
-        )
-        return new, info
+        return transition(state, gen, self.nuts.max_tree_depth, make_build)
 
     # ------------------------------------------------------------------ the block protocol
     def collects(self, start: int, num_steps: int) -> list[bool]:

@@ -67,7 +67,7 @@ import torch
 from torch import Tensor
 
 from ..core.errors import BnnkitError, DivergenceError, check_int_at_least
-from ..core.pure import call_scan, compile_scan, pure_log_prob
+from ..core.pure import call_scan, compile_scan, fused_log_prob
 from ..core.types import Batch
 from .adaptive import VHAT_FLOOR, AdaptiveSGHMC
 from .psgld import PreconditionedSGLD, PSGLDState
@@ -335,12 +335,7 @@ class FusedKernel:
         self.fused = fused
         self.chains = chains
         self.update = _check_supported(fused.algorithm)
-        target, log_prob, pure = pure_log_prob(model)
-        if target.stochastic_grad is not None:
-            raise BnnkitError(
-                "the fused loop does not run targets with a stochastic gradient (functional priors) yet; "
-                "run them step at a time (bnnkit.sample without fused=)."
-            )
+        target, log_prob, pure = fused_log_prob(model, self.fused.name)
         self.target = target
         alg = fused.algorithm
         if self.update.kind == "psgld" and not self.update.num_data:
