@@ -230,3 +230,12 @@ def test_interrupted_fsghmc_run_resumes_bit_identical(tmp_path):
         bnnkit.sample(Interrupted(alg, 23), post, Minibatches(PHI, Y, batch_size=10), output=out, **kw)
     resumed = bnnkit.sample(alg, post, Minibatches(PHI, Y, batch_size=10), output=out, **kw)
     assert torch.equal(resumed.positions, ref.positions)
+
+
+@pytest.mark.parametrize("algorithm", [bnnkit.SGHMC(0.01, friction=10.0), bnnkit.HMC(), bnnkit.NUTS()])
+def test_fused_samplers_refuse_a_functional_posterior(algorithm):
+    """The fused paths need the exact gradient; a GP prior's is stochastic: a clear error, no run."""
+    post = functional_posterior(PHI, Y, None, GP, MeasurementPoints(num_from_data=6, num_uniform=6))
+    data = Minibatches(PHI, Y, batch_size=25) if isinstance(algorithm, bnnkit.SGHMC) else (PHI, Y)
+    with pytest.raises(BnnkitError, match="needs the exact gradient.*step at a time"):
+        bnnkit.sample(algorithm, post, data, num_samples=2, fused=True, progress=False)
