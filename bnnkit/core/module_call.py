@@ -75,6 +75,7 @@ class ModuleCaller:
         chain = sequential_layers(self.module)
         if chain is None:
             return None
+        self.plan_modules = [self.module, *(m for _, m in chain)]
         index = {n: i for i, n in enumerate((*self.names, *self.fixed))}
         plan: list[tuple] = []
         used: set[str] = set()
@@ -91,11 +92,23 @@ class ModuleCaller:
                 return None
         return plan if used == set(index) else None
 
+    def _patched(self) -> bool:
+        """Whether a forward was patched or hooked since the plan was made (e.g. the flipout and
+        local-reparameterisation estimators replace a layer's ``forward`` for one call): then the
+        modules must run themselves."""
+        from torch.nn.modules import module as _m
+
+        if _m._global_forward_hooks or _m._global_forward_pre_hooks:
+            return True
+        return any(
+            "forward" in m.__dict__ or m._forward_hooks or m._forward_pre_hooks for m in self.plan_modules
+        )
+
     def __call__(self, params: Sequence[Tensor], inputs: Tensor) -> Tensor:
         """Forward pass with ``params`` (in ``names`` order) in place of the module's parameters."""
         if not self.fast:
             return functional_call(self.module, {**self.fixed, **dict(zip(self.names, params))}, (inputs,))
-        if self.plan is not None:
+        if self.plan is not None and not self._patched():
             values = (*params, *self.fixed_values)
             h = inputs
             for step in self.plan:
