@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call
+from torch.nn.modules import module as _module
 
 # elementwise activations with a one-op backward from their output: (forward, backward(g, out))
 ACTIVATION_BACKWARD: dict[type, tuple] = {
@@ -75,7 +76,7 @@ class ModuleCaller:
         chain = sequential_layers(self.module)
         if chain is None:
             return None
-        self.plan_modules = [self.module, *(m for _, m in chain)]
+        self.plan_dicts = [m.__dict__ for m in (self.module, *(m for _, m in chain))]
         index = {n: i for i, n in enumerate((*self.names, *self.fixed))}
         plan: list[tuple] = []
         used: set[str] = set()
@@ -96,13 +97,12 @@ class ModuleCaller:
         """Whether a forward was patched or hooked since the plan was made (e.g. the flipout and
         local-reparameterisation estimators replace a layer's ``forward`` for one call): then the
         modules must run themselves."""
-        from torch.nn.modules import module as _m
-
-        if _m._global_forward_hooks or _m._global_forward_pre_hooks:
+        if _module._global_forward_hooks or _module._global_forward_pre_hooks:
             return True
-        return any(
-            "forward" in m.__dict__ or m._forward_hooks or m._forward_pre_hooks for m in self.plan_modules
-        )
+        for d in self.plan_dicts:
+            if "forward" in d or d["_forward_hooks"] or d["_forward_pre_hooks"]:
+                return True
+        return False
 
     def __call__(self, params: Sequence[Tensor], inputs: Tensor) -> Tensor:
         """Forward pass with ``params`` (in ``names`` order) in place of the module's parameters."""
