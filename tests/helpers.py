@@ -51,6 +51,21 @@ def linear_problem(
     return LinearProblem(X, y, sigma, prior_scale, mean, cov, module)
 
 
+def mlp_regression(n: int = 40, num_data: int | None = None):
+    """A small float64 MLP regression posterior (3 inputs, tanh 6-6-1, noise 0.3, N(0, 1) prior)
+    and its data ``(post, X, y)``: a nonlinear target for comparing two sampler paths."""
+    from bnnkit.bench.models import mlp
+
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(n, 3, generator=g, dtype=torch.float64)
+    y = torch.sin(X[:, 0]) + 0.1 * torch.randn(n, generator=g, dtype=torch.float64)
+    torch.manual_seed(0)
+    post = bnnkit.Posterior(
+        mlp(3, 6).double(), bnnkit.Gaussian(0.3), bnnkit.GaussianPrior(1.0), num_data=num_data
+    )
+    return post, X, y
+
+
 def assert_gaussian_matches(
     draws: Tensor,
     mean: Tensor,

@@ -12,12 +12,11 @@ import pytest
 import torch
 
 import bnnkit
-import bnnkit.diagnostics
 import bnnkit.samplers.fused_hmc as fused_hmc
-from bnnkit.bench.models import mlp
 from bnnkit.core.errors import BnnkitError
 from bnnkit.data import Minibatches
 from bnnkit.samplers import HMC
+from tests.helpers import assert_gaussian_matches, linear_problem, mlp_regression
 
 # Warm-up with adaptation (step at a time), thinning, chunks of 4 draws, blocks of at most 5.
 RUN = dict(num_samples=9, thin=2, num_warmup=6, num_chains=2, chunk_size=4, seed=5, progress=False)
@@ -28,13 +27,8 @@ def eager(monkeypatch):
     monkeypatch.setattr(fused_hmc, "DEFAULT_LOOP", "eager")
 
 
-def _problem(n: int = 40):
-    g = torch.Generator().manual_seed(0)
-    X = torch.randn(n, 3, generator=g, dtype=torch.float64)
-    y = torch.sin(X[:, 0]) + 0.1 * torch.randn(n, generator=g, dtype=torch.float64)
-    torch.manual_seed(0)
-    post = bnnkit.Posterior(mlp(3, 6).double(), bnnkit.Gaussian(0.3), bnnkit.GaussianPrior(1.0))
-    return post, X, y
+def _problem():
+    return mlp_regression()
 
 
 def _assert_same(a, b, tol=1e-9):
@@ -72,38 +66,18 @@ def test_vectorized_fused_hmc_equals_vectorized_step_at_a_time(eager):
 def test_fused_hmc_recovers_a_gaussian_posterior(eager):
     """Bayesian linear regression (a Linear module): the fused chain's mean and covariance match
     the closed-form posterior within Monte-Carlo error."""
-    g = torch.Generator().manual_seed(2)
-    n, d, noise, prior = 30, 2, 0.5, 1.0
-    X = torch.randn(n, d, generator=g, dtype=torch.float64)
-    y = X @ torch.tensor([1.0, -0.5], dtype=torch.float64) + noise * torch.randn(
-        n, generator=g, dtype=torch.float64
-    )
-    net = torch.nn.Sequential(torch.nn.Linear(d, 1, bias=False)).double()
-    post = bnnkit.Posterior(net, bnnkit.Gaussian(noise), bnnkit.GaussianPrior(prior))
-    prec = X.T @ X / noise**2 + torch.eye(d, dtype=torch.float64) / prior**2
-    cov = torch.linalg.inv(prec)
-    mean = cov @ X.T @ y / noise**2
+    lp = linear_problem(seed=2)
     out = bnnkit.sample(
         HMC(step_size=0.1, num_steps=5),
-        post,
-        (X, y),
+        lp.posterior(),
+        (lp.X, lp.y),
         num_samples=4000,
         num_warmup=300,
         seed=0,
         progress=False,
         fused=64,
     )
-    draws = out.positions[0]
-    ess = torch.as_tensor(bnnkit.diagnostics.ess(out.positions))
-    assert (ess > 500).all()
-    se = (torch.diagonal(cov) / ess).sqrt()
-    assert ((draws.mean(0) - mean).abs() < 4 * se).all()
-    # Variances within 15 % (4 s.e. of a variance at ESS > 500 is about 25 %), the correlation
-    # within 0.1.
-    emp = torch.cov(draws.T)
-    torch.testing.assert_close(torch.diagonal(emp), torch.diagonal(cov), rtol=0.15, atol=0.0)
-    corr = lambda c: c[0, 1] / (c[0, 0] * c[1, 1]).sqrt()  # noqa: E731
-    assert abs(corr(emp) - corr(cov)) < 0.1
+    assert_gaussian_matches(out.positions, lp.mean, lp.cov)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,8 +127,7 @@ def test_fused_hmc_resumes_bit_identically(eager, tmp_path, stop, method):
 
 
 def test_fused_hmc_refuses_minibatches(eager):
-    _, X, y = _problem()
-    post = bnnkit.Posterior(mlp(3, 6).double(), bnnkit.Gaussian(0.3), bnnkit.GaussianPrior(1.0), num_data=40)
+    post, X, y = mlp_regression(num_data=40)
     with pytest.raises(BnnkitError, match="full data set"):
         bnnkit.sample(HMC(), post, Minibatches(X, y, batch_size=8), fused=4, num_samples=2, progress=False)
 

@@ -7,12 +7,11 @@ import pytest
 import torch
 
 import bnnkit
-import bnnkit.diagnostics
 import bnnkit.samplers.fused_nuts as fused_nuts
-from bnnkit.bench.models import mlp
 from bnnkit.core.errors import BnnkitError
 from bnnkit.samplers import NUTS
 from bnnkit.samplers.fused_nuts import FusedNUTSKernel
+from tests.helpers import assert_gaussian_matches, linear_problem, mlp_regression
 
 
 @pytest.fixture
@@ -20,13 +19,8 @@ def eager(monkeypatch):
     monkeypatch.setattr(fused_nuts, "DEFAULT_LOOP", "eager")
 
 
-def _problem(n: int = 40):
-    g = torch.Generator().manual_seed(0)
-    X = torch.randn(n, 3, generator=g, dtype=torch.float64)
-    y = torch.sin(X[:, 0]) + 0.1 * torch.randn(n, generator=g, dtype=torch.float64)
-    torch.manual_seed(0)
-    post = bnnkit.Posterior(mlp(3, 6).double(), bnnkit.Gaussian(0.3), bnnkit.GaussianPrior(1.0))
-    return post, X, y
+def _problem():
+    return mlp_regression()
 
 
 @pytest.mark.parametrize("step_size", [0.02, 0.06, 0.1])
@@ -77,25 +71,18 @@ def test_sample_with_fused_nuts_equals_step_at_a_time(eager):
 
 
 def test_fused_nuts_recovers_a_gaussian_posterior(eager):
-    g = torch.Generator().manual_seed(2)
-    n, d, noise, prior = 30, 2, 0.5, 1.0
-    X = torch.randn(n, d, generator=g, dtype=torch.float64)
-    y = X @ torch.tensor([1.0, -0.5], dtype=torch.float64) + noise * torch.randn(
-        n, generator=g, dtype=torch.float64
-    )
-    net = torch.nn.Sequential(torch.nn.Linear(d, 1, bias=False)).double()
-    post = bnnkit.Posterior(net, bnnkit.Gaussian(noise), bnnkit.GaussianPrior(prior))
-    cov = torch.linalg.inv(X.T @ X / noise**2 + torch.eye(d, dtype=torch.float64) / prior**2)
-    mean = cov @ X.T @ y / noise**2
+    lp = linear_problem(seed=2)
     out = bnnkit.sample(
-        NUTS(0.1), post, (X, y), num_samples=1500, num_warmup=300, seed=0, progress=False, fused=True
+        NUTS(0.1),
+        lp.posterior(),
+        (lp.X, lp.y),
+        num_samples=1500,
+        num_warmup=300,
+        seed=0,
+        progress=False,
+        fused=True,
     )
-    draws = out.positions[0]
-    ess = torch.as_tensor(bnnkit.diagnostics.ess(out.positions))
-    assert (ess > 400).all()
-    assert ((draws.mean(0) - mean).abs() < 4 * (torch.diagonal(cov) / ess).sqrt()).all()
-    emp = torch.cov(draws.T)
-    torch.testing.assert_close(torch.diagonal(emp), torch.diagonal(cov), rtol=0.2, atol=0.0)
+    assert_gaussian_matches(out.positions, lp.mean, lp.cov)
 
 
 def test_fused_nuts_refuses_vectorised_chains(eager):
