@@ -48,6 +48,36 @@ def sequential_layers(module: nn.Module, prefix: str = "") -> list[tuple[str, nn
     return walk(module, prefix)
 
 
+def mlp_layers(
+    module: nn.Module, names: Sequence[str]
+) -> list[tuple[str, str | None, tuple[int, int], type | None]] | None:
+    """The layers of a plain MLP ``module`` (a ``Sequential`` of ``Linear`` layers, each followed
+    by at most one tanh / sigmoid / ReLU): per ``Linear``, in call order, ``(weight name, bias name
+    or None, (out_features, in_features), activation type or None)``.  None where the module is
+    anything else, or where ``names`` are not exactly its layers' parameters; the callers that
+    write the forward themselves (a flat-vector log density, the stacked-chain MLP, the
+    layer-by-layer call below) then use the module."""
+    chain = sequential_layers(module)
+    if chain is None:
+        return None
+    layers: list[tuple[str, str | None, tuple[int, int], type | None]] = []
+    used: list[str] = []
+    for prefix, m in chain:
+        if type(m) is nn.Linear:
+            wn, bn = prefix + "weight", prefix + "bias"
+            if wn not in names or (m.bias is not None and bn not in names):
+                return None  # e.g. a fixed parameter
+            used += [wn] + ([bn] if m.bias is not None else [])
+            layers.append((wn, bn if m.bias is not None else None, (m.out_features, m.in_features), None))
+        elif type(m) in ACTIVATION_BACKWARD and layers and layers[-1][3] is None:
+            layers[-1] = (*layers[-1][:3], type(m))
+        elif type(m) is not nn.Identity:
+            return None
+    if not layers or sorted(used) != sorted(names):
+        return None
+    return layers
+
+
 class ModuleCaller:
     def __init__(self, module: nn.Module, names: Sequence[str], fixed: Mapping[str, Tensor]):
         self.module = module
@@ -69,29 +99,20 @@ class ModuleCaller:
         self.plan = self._mlp_plan() if self.fast else None
 
     def _mlp_plan(self) -> list[tuple] | None:
-        """For a plain ``Sequential`` of ``Linear`` and tanh / sigmoid / ReLU layers: the forward
-        as ``("linear", weight index, bias index or None)`` and ``("act", fn)`` steps over the
-        parameter values (``names`` then ``fixed``), which skips ``nn.Module.__call__`` (tens of
-        microseconds per layer at these sizes) and runs the same operations the modules run."""
-        chain = sequential_layers(self.module)
-        if chain is None:
+        """For a plain MLP (:func:`mlp_layers`): the forward as ``(weight index, bias index or
+        None, activation or None)`` per layer over the parameter values (``names`` then
+        ``fixed``), which skips ``nn.Module.__call__`` (tens of microseconds per layer at these
+        sizes) and runs the same operations the modules run."""
+        all_names = (*self.names, *self.fixed)
+        layers = mlp_layers(self.module, all_names)
+        if layers is None:
             return None
-        self.plan_dicts = [m.__dict__ for m in (self.module, *(m for _, m in chain))]
-        index = {n: i for i, n in enumerate((*self.names, *self.fixed))}
-        plan: list[tuple] = []
-        used: set[str] = set()
-        for prefix, m in chain:
-            if type(m) is nn.Linear:
-                w, b = prefix + "weight", prefix + "bias"
-                if w not in index or (m.bias is not None and b not in index):
-                    return None
-                used.update([w] + ([b] if m.bias is not None else []))
-                plan.append(("linear", index[w], index[b] if m.bias is not None else None))
-            elif type(m) in ACTIVATION_BACKWARD:
-                plan.append(("act", ACTIVATION_BACKWARD[type(m)][0]))
-            elif type(m) is not nn.Identity:
-                return None
-        return plan if used == set(index) else None
+        self.plan_dicts = [m.__dict__ for m in self.module.modules()]
+        index = {n: i for i, n in enumerate(all_names)}
+        return [
+            (index[w], None if b is None else index[b], None if act is None else ACTIVATION_BACKWARD[act][0])
+            for w, b, _, act in layers
+        ]
 
     def _patched(self) -> bool:
         """Whether a forward was patched or hooked since the plan was made (e.g. the flipout and
@@ -111,11 +132,10 @@ class ModuleCaller:
         if self.plan is not None and not self._patched():
             values = (*params, *self.fixed_values)
             h = inputs
-            for step in self.plan:
-                if step[0] == "linear":
-                    h = F.linear(h, values[step[1]], None if step[2] is None else values[step[2]])
-                else:
-                    h = step[1](h)
+            for w, b, act in self.plan:
+                h = F.linear(h, values[w], None if b is None else values[b])
+                if act is not None:
+                    h = act(h)
             return h
         saved = [sub._parameters[attr] for sub, attr in self.slots]
         try:

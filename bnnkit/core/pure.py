@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .errors import BnnkitError
-from .module_call import ACTIVATION_BACKWARD, sequential_layers
+from .module_call import ACTIVATION_BACKWARD, mlp_layers
 from .target import Target
 from .types import Batch
 
@@ -36,29 +36,19 @@ def mlp_log_prob(posterior: Any) -> Callable[[Tensor, Batch], Tensor] | None:
     """
     if getattr(posterior, "d_net", None) != getattr(getattr(posterior, "view", None), "size", -1):
         return None  # extras (a learnt noise or prior scale)
-    chain = sequential_layers(posterior.module)
-    if chain is None:
-        return None
     view = posterior.view
-    layers: list[tuple[slice, tuple[int, int], slice | None, Callable | None]] = []
-    used: list[str] = []
-    for prefix, m in chain:
-        if type(m) is nn.Linear:
-            wn, bn = prefix + "weight", prefix + "bias"
-            if wn not in view.names or (m.bias is not None and bn not in view.names):
-                return None
-            used += [wn] + ([bn] if m.bias is not None else [])
-            b = view.slice(bn) if m.bias is not None else None
-            layers.append((view.slice(wn), (m.out_features, m.in_features), b, None))
-        elif type(m) in ACTIVATION_BACKWARD and layers and layers[-1][3] is None:
-            w, shape, b, _ = layers[-1]
-            layers[-1] = (w, shape, b, ACTIVATION_BACKWARD[type(m)][0])
-        elif type(m) is nn.Identity:
-            continue
-        else:
-            return None
-    if not layers or sorted(used) != sorted(view.names):
+    found = mlp_layers(posterior.module, view.names)
+    if found is None:
         return None
+    layers = [
+        (
+            view.slice(w),
+            shape,
+            None if b is None else view.slice(b),
+            None if act is None else ACTIVATION_BACKWARD[act][0],
+        )
+        for w, b, shape, act in found
+    ]
     likelihood, prior, num_data = posterior.likelihood, posterior.bound_prior, posterior.num_data
 
     def log_prob(x: Tensor, batch: Batch) -> Tensor:
@@ -178,6 +168,15 @@ def call_scan(block: Callable, code: Any, carry: Any, xs: tuple, consts: tuple =
         # graphs per function, start its cache afresh.
         torch._dynamo.reset_code(code)
         return block(carry, consts, xs)
+
+
+def leading_finite(positions: Tensor, log_density: Tensor) -> int:
+    """How many leading steps of a block (``positions [T, ...]``, ``log_density [T, ...]``) are
+    finite, judged as the step-at-a-time driver judges a step (the sum of the new position and the
+    log density is finite); one host sync per block."""
+    t = positions.shape[0]
+    ok = torch.isfinite(positions.flatten(1).sum(-1) + log_density.reshape(t, -1).sum(-1))
+    return t if bool(ok.all()) else int((~ok).nonzero()[0, 0])
 
 
 def leaves(args: tuple) -> list[Tensor]:

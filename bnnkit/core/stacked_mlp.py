@@ -21,9 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
-from .module_call import ACTIVATION_BACKWARD, sequential_layers
+from .module_call import ACTIVATION_BACKWARD, mlp_layers
 from .types import Batch
 
 
@@ -52,29 +52,19 @@ class StackedMLP:
             return None
         if not lik.per_row:
             return None
-        chain = sequential_layers(posterior.module)
-        if chain is None:
-            return None
         view = posterior.view
-        layers: list[_Layer] = []
-        used: list[str] = []
-        for prefix, m in chain:
-            if type(m) is nn.Linear:
-                wn, bn = prefix + "weight", prefix + "bias"
-                if wn not in view.names or (m.bias is not None and bn not in view.names):
-                    return None  # a fixed parameter: the general route
-                used += [wn] + ([bn] if m.bias is not None else [])
-                b = view.slice(bn) if m.bias is not None else None
-                layers.append(_Layer(view.slice(wn), b, (m.out_features, m.in_features), None))
-            elif type(m) in ACTIVATION_BACKWARD and layers and layers[-1].act is None:
-                last = layers[-1]
-                layers[-1] = _Layer(last.w, last.b, last.shape, ACTIVATION_BACKWARD[type(m)])
-            elif type(m) is nn.Identity:
-                continue
-            else:
-                return None
-        if not layers or sorted(used) != sorted(view.names):
+        found = mlp_layers(posterior.module, view.names)  # None also for a fixed parameter
+        if found is None:
             return None
+        layers = [
+            _Layer(
+                view.slice(w),
+                None if b is None else view.slice(b),
+                shape,
+                None if act is None else ACTIVATION_BACKWARD[act],
+            )
+            for w, b, shape, act in found
+        ]
         if getattr(posterior.bound_prior, "stacked", False):
             prior_vg = prior
         else:

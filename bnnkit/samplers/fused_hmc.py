@@ -35,7 +35,7 @@ import torch
 from torch import Tensor
 
 from ..core.errors import BnnkitError, check_int_at_least
-from ..core.pure import call_scan, compile_scan, fused_log_prob
+from ..core.pure import call_scan, compile_scan, fused_log_prob, leading_finite
 from .hmc import HMCState
 
 DEFAULT_LOOP = "scan"  # what bnnkit.sample(..., fused=...) builds (tests switch it to "eager")
@@ -186,9 +186,7 @@ class FusedHMCKernel:
             "step_size": eps.expand(n, *eps.shape).clone(),
             "num_steps": torch.full((n, *eps.shape), self.hmc.num_steps, dtype=torch.long),
         }
-        # A transition is "non-finite" as the driver judges a step: its new position or log density.
-        ok = torch.isfinite(positions.flatten(1).sum(-1) + lp.reshape(num_steps, -1).sum(-1))
-        num_finite = num_steps if bool(ok.all()) else int((~ok).nonzero()[0, 0])
+        num_finite = leading_finite(positions, lp)
         bad = None
         if num_finite < num_steps:
             bad = (positions[num_finite], lp[num_finite], eps)

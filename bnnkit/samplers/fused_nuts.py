@@ -43,6 +43,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
+from ..core.driver import _finite, _stack_chunk
 from ..core.errors import BnnkitError
 from ..core.pure import call_scan, compile_scan, fused_log_prob
 from .hmc import HMCState
@@ -220,30 +221,23 @@ class FusedNUTSKernel:
             batch = batches.next(gen) if hasattr(batches, "next") else batches
             state, info = self.step(state, batch, gen)
             divs.append(bool(info.diverging))
-            if not math.isfinite(float(state.position.sum() + info.log_density)):
+            if not _finite(state, info):
                 bad = (state.position, info.log_density, state.step_size)
-                stats = _stack_stats([infos[i] for i in range(len(infos))])
-                return NUTSBlockOutput(state, _stack(pos), stats, num_steps, j, bad, torch.tensor(divs))
+                return NUTSBlockOutput(state, *_kept(pos, infos), num_steps, j, bad, torch.tensor(divs))
             if j in keep_set:
                 pos.append(state.position.clone())
                 infos.append(info)
-        return NUTSBlockOutput(
-            state, _stack(pos), _stack_stats(infos), num_steps, num_steps, None, torch.tensor(divs)
-        )
+        return NUTSBlockOutput(state, *_kept(pos, infos), num_steps, num_steps, None, torch.tensor(divs))
 
     def kept_stats(self, out: NUTSBlockOutput, n: int | None = None) -> dict[str, Tensor]:
         n = len(out.positions) if n is None else n
         return {k: v[:n] for k, v in out.stats.items()}
 
 
-def _stack(pos: list[Tensor]) -> Tensor:
-    return torch.stack(pos) if pos else torch.empty(0)
-
-
-def _stack_stats(infos: list[NUTSInfo]) -> dict[str, Tensor]:
-    if not infos:
-        return {name: torch.empty(0) for name in NUTSInfo._fields}
-    return {name: torch.stack([getattr(i, name).reshape(()) for i in infos]) for name in NUTSInfo._fields}
+def _kept(pos: list[Tensor], infos: list[NUTSInfo]) -> tuple[Tensor, dict[str, Tensor]]:
+    """The kept transitions' positions and stats, stacked as the step-at-a-time driver stacks
+    them (:func:`bnnkit.core.driver._stack_chunk`)."""
+    return _stack_chunk(pos, infos, None) if pos else (torch.empty(0), {})
 
 
 def build_fused_nuts(

@@ -67,7 +67,7 @@ import torch
 from torch import Tensor
 
 from ..core.errors import BnnkitError, DivergenceError, check_int_at_least
-from ..core.pure import call_scan, compile_scan, fused_log_prob
+from ..core.pure import call_scan, compile_scan, fused_log_prob, leading_finite
 from ..core.types import Batch
 from .adaptive import VHAT_FLOOR, AdaptiveSGHMC
 from .psgld import PreconditionedSGLD, PSGLDState
@@ -497,10 +497,7 @@ class FusedKernel:
             new = state._replace(position=carry[0], momentum=carry[1], iteration=it)
         else:
             new = SGHMCState(carry[0], carry[1], state.noise_var, it, last_eps)
-        # One host sync per block: the first step whose position or log density is not finite,
-        # judged as the step-at-a-time driver judges a step (the sum of both is finite).
-        ok = torch.isfinite(positions.flatten(1).sum(-1) + log_density.reshape(num_steps, -1).sum(-1))
-        num_finite = num_steps if bool(ok.all()) else int((~ok).nonzero()[0, 0])
+        num_finite = leading_finite(positions, log_density)
         bad = None
         if num_finite < num_steps:
             bad = (positions[num_finite], log_density[num_finite], eps[num_finite])
