@@ -46,6 +46,7 @@ from torch import Tensor
 from .driver import (
     MAX_CONSECUTIVE_DIVERGENCES,
     Posterior,
+    _adapt_step,
     _divergence,
     _finish_unit,
     _finite,
@@ -54,6 +55,7 @@ from .driver import (
     _Settings,
     _split_chunk,
     _start_unit,
+    _stuck_after,
     _unit_label,
 )
 from .errors import BnnkitError
@@ -171,13 +173,10 @@ def run_unit_blocks(
                 state, info = kernel.step(state, batches.next(gen), gen)
                 if not _finite(state, info):
                     raise divergence(state.position, info.log_density, state.step_size, it)
-                div = getattr(info, "diverging", None)
-                stuck = stuck + 1 if div is not None and bool(div.all()) else 0
+                stuck = _stuck_after(stuck, info)
                 if stuck >= MAX_CONSECUTIVE_DIVERGENCES:
                     raise divergence(state.position, info.log_density, state.step_size, it, stuck=stuck)
-                astate, state = adapt.update(astate, state, info)
-                if it == num_warmup - 1:
-                    state = adapt.finalize(astate, state)
+                astate, state = _adapt_step(adapt, astate, state, info, it, num_warmup)
                 if store is not None and ((it + 1) % chunk_size == 0 or it + 1 == num_warmup):
                     _save_checkpoint(
                         store, home, state, astate, gen, batches, it + 1, num_chunks, n_collectable, n_kept

@@ -560,18 +560,14 @@ def _run_unit(
                 raise _divergence(
                     state, info, unit, vectorized, it, num_warmup, n_kept, store, kept_in_memory
                 )
-            div = getattr(info, "diverging", None)
-            if isinstance(div, Tensor):
-                stuck = stuck + 1 if bool(div.all()) else 0
-                if stuck >= MAX_CONSECUTIVE_DIVERGENCES:
-                    _flush_pending(keep_pos, keep_info, unit, vectorized, store, num_chunks, kept_in_memory)
-                    raise _divergence(
-                        state, info, unit, vectorized, it, num_warmup, n_kept, store, kept_in_memory, stuck
-                    )
+            stuck = _stuck_after(stuck, info)
+            if stuck >= MAX_CONSECUTIVE_DIVERGENCES:
+                _flush_pending(keep_pos, keep_info, unit, vectorized, store, num_chunks, kept_in_memory)
+                raise _divergence(
+                    state, info, unit, vectorized, it, num_warmup, n_kept, store, kept_in_memory, stuck
+                )
             if it < num_warmup and adapt is not None:
-                astate, state = adapt.update(astate, state, info)
-                if it == num_warmup - 1:
-                    state = adapt.finalize(astate, state)
+                astate, state = _adapt_step(adapt, astate, state, info, it, num_warmup)
             collect = getattr(info, "collect", None)
             if it >= num_warmup and (collect is None or bool(collect)):
                 n_collectable += 1
@@ -647,6 +643,23 @@ def _check_initial(target: Target, x0: Tensor, batch: Batch, chains: list[int]) 
             "sampler can start there. Check the data and the log density for NaN/inf, or pass an init= where it "
             "is finite."
         )
+
+
+def _stuck_after(stuck: int, info: Any) -> int:
+    """Consecutive transitions in which every chain diverged, counting this one's ``info``
+    (unchanged for an algorithm that reports no divergences)."""
+    div = getattr(info, "diverging", None)
+    if not isinstance(div, Tensor):
+        return stuck
+    return stuck + 1 if bool(div.all()) else 0
+
+
+def _adapt_step(adapt: Any, astate: Any, state: Any, info: Any, it: int, num_warmup: int) -> tuple[Any, Any]:
+    """One warm-up step's adaptation; the last warm-up step also fixes the adapted settings."""
+    astate, state = adapt.update(astate, state, info)
+    if it == num_warmup - 1:
+        state = adapt.finalize(astate, state)
+    return astate, state
 
 
 def _finite(state: Any, info: Any) -> bool:
