@@ -114,7 +114,7 @@ class ModuleCaller:
             for w, b, _, act in layers
         ]
 
-    def _patched(self) -> bool:
+    def patched(self) -> bool:
         """Whether a forward was patched or hooked since the plan was made (e.g. the flipout and
         local-reparameterisation estimators replace a layer's ``forward`` for one call): then the
         modules must run themselves."""
@@ -129,7 +129,7 @@ class ModuleCaller:
         """Forward pass with ``params`` (in ``names`` order) in place of the module's parameters."""
         if not self.fast:
             return functional_call(self.module, {**self.fixed, **dict(zip(self.names, params))}, (inputs,))
-        if self.plan is not None and not self._patched():
+        if self.plan is not None and not self.patched():
             values = (*params, *self.fixed_values)
             h = inputs
             for w, b, act in self.plan:

@@ -92,6 +92,9 @@ class Posterior:
         self._n_net = len(self.net_names)
         self._lik_keys = tuple(n[len(LIK) :] for n in extras if n.startswith(LIK))
         self._prior_keys = tuple(n[len(PRIOR) :] for n in extras if n.startswith(PRIOR))
+        from .stacked_mlp import StackedMLP
+
+        self._mlp = StackedMLP.build(self)  # None unless a plain MLP with a closed-form prior
 
     def with_num_data(self, num_data: int | None) -> Posterior:
         """This posterior for a data set of ``num_data`` rows (the N of the N/M scaling).
@@ -130,9 +133,7 @@ class Posterior:
 
     def _log_lik(self, net: list[Tensor], lik: dict[str, Tensor], batch: Batch) -> Tensor:
         inputs, targets = batch
-        ll = self.likelihood.log_prob(self._call(net, inputs), targets, lik)
-        s = self.scale(batch)
-        return ll if s == 1.0 else s * ll
+        return self.likelihood.scaled_log_prob(self._call(net, inputs), targets, lik, self.scale(batch))
 
     def _log_prior(self, w: Tensor, lik: dict[str, Tensor], pri: dict[str, Tensor]) -> Tensor:
         lp = self.bound_prior.log_prob(w, pri)
@@ -156,7 +157,16 @@ class Posterior:
         return self._log_lik(net, lik, batch) + self._log_prior(x[..., : self.d_net], lik, pri)
 
     def value_and_grad_flat(self, x: Tensor, batch: Batch) -> tuple[Tensor, Tensor]:
-        """Log posterior and gradient; a prior with an analytic gradient stays out of autograd."""
+        """Log posterior and gradient; a prior with an analytic gradient stays out of autograd, and
+        so does a plain MLP (:mod:`bnnkit.core.stacked_mlp`) unless its forward is patched."""
+        mlp = self._mlp
+        if (
+            mlp is not None
+            and x.ndim == 1
+            and mlp.applies_to(batch, chains=False)
+            and not self._call.patched()
+        ):
+            return mlp.value_and_grad_one(x, batch, self.scale(batch))
         analytic = self.bound_prior.value_and_grad
         if analytic is None:
             return Target.autograd_value_and_grad(self.log_prob_flat, x, batch)
@@ -218,14 +228,14 @@ class Posterior:
 
     def _stacked_grad(self) -> Callable[[Tensor, Batch, bool], tuple[Tensor, Tensor] | None] | None:
         """The hand-batched K-chain gradient of an MLP posterior (None for other models)."""
-        from .stacked_mlp import StackedMLP
-
-        mlp = StackedMLP.build(self)
+        mlp = self._mlp
         if mlp is None:
             return None
 
         def stacked(x: Tensor, batch: Batch, chain_batched: bool) -> tuple[Tensor, Tensor] | None:
-            return mlp.value_and_grad(x, batch, chain_batched) if mlp.applies_to(batch) else None
+            return (
+                mlp.value_and_grad(x, batch, chain_batched, self.num_data) if mlp.applies_to(batch) else None
+            )
 
         return stacked
 

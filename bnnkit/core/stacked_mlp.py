@@ -1,4 +1,5 @@
-"""K chains of an MLP posterior as one batched pass, with a hand-written backward.
+"""An MLP posterior's log density and gradient with a hand-written backward: one chain, or K
+chains as one batched pass.
 
 Vectorised chains (``chain_method="vectorized"``) map the generic log density over stacked
 positions with ``torch.func.vmap``; at BNN sizes its per-operation dispatch dominates the step.  An
@@ -11,7 +12,9 @@ directly on the stacked weights, ``W_l`` a ``[K, out, in]`` view of the position
 
 with the weight gradients written straight into views of the flat ``[K, D]`` gradient, and the
 prior's gradient added in closed form.  Every chain gets its own gradient because the chains do
-not interact.  :meth:`StackedMLP.build` returns None for anything else (other layers, extras
+not interact.  One chain (``x [D]``, :meth:`StackedMLP.value_and_grad_one`) runs the same passes
+with ``addmm`` / ``mm``: the operations autograd would run, without its graph and engine, which
+at these sizes cost a fifth of a step (benchmarks/bench_sgmcmc.py).  :meth:`StackedMLP.build` returns None for anything else (other layers, extras
 such as a learnt noise, likelihoods without per-row log probabilities, priors without a
 closed-form gradient), and the vmap route handles those.
 """
@@ -38,8 +41,8 @@ class _Layer:
 class StackedMLP:
     """Value and gradient of an MLP posterior's log density over stacked positions ``[K, D]``."""
 
-    def __init__(self, posterior, layers: list[_Layer], prior_value_and_grad):
-        self.posterior = posterior
+    def __init__(self, likelihood, layers: list[_Layer], prior_value_and_grad):
+        self.likelihood = likelihood
         self.layers = layers
         self.prior = prior_value_and_grad
         self.in_features = layers[0].shape[1]
@@ -69,14 +72,49 @@ class StackedMLP:
             prior_vg = prior
         else:
             prior_vg = torch.func.vmap(prior)
-        return cls(posterior, layers, prior_vg)
+        return cls(lik, layers, prior_vg)
 
-    def applies_to(self, batch: Batch) -> bool:
-        """Inputs must be rows of features, ``[M, in]`` or per chain ``[K, M, in]``."""
+    def applies_to(self, batch: Batch, chains: bool = True) -> bool:
+        """Inputs must be rows of features, ``[M, in]``, or per chain ``[K, M, in]`` where ``chains``."""
         inputs = batch[0]
-        return inputs.ndim in (2, 3) and inputs.shape[-1] == self.in_features and inputs.is_floating_point()
+        ndims = (2, 3) if chains else (2,)
+        return inputs.ndim in ndims and inputs.shape[-1] == self.in_features and inputs.is_floating_point()
 
-    def value_and_grad(self, x: Tensor, batch: Batch, chain_batched: bool) -> tuple[Tensor, Tensor]:
+    def value_and_grad_one(self, x: Tensor, batch: Batch, scale: float) -> tuple[Tensor, Tensor]:
+        """Log density and gradient at one position ``x [D]`` on ``batch`` (inputs ``[M, in]``),
+        the likelihood scaled by ``scale`` (N/M)."""
+        inputs, targets = batch
+        h = inputs.to(x.dtype)
+        hidden = [h]
+        weights = [x[layer.w].view(layer.shape) for layer in self.layers]
+        for layer, w in zip(self.layers, weights):
+            h = h.mm(w.t()) if layer.b is None else torch.addmm(x[layer.b], h, w.t())
+            if layer.act is not None:
+                h = layer.act[0](h)
+            hidden.append(h)
+        out = hidden.pop()
+        with torch.enable_grad():
+            f = out.detach().requires_grad_(True)
+            ll = self.likelihood.scaled_log_prob(f, targets, {}, scale)
+            (g,) = torch.autograd.grad(ll, f)
+        lp, prior_grad = self.prior(x)
+        grad = torch.empty_like(x)
+        for i in range(len(self.layers) - 1, -1, -1):
+            layer = self.layers[i]
+            if layer.act is not None:
+                g = layer.act[1](g, out if i == len(self.layers) - 1 else hidden[i + 1])
+            torch.mm(g.t(), hidden[i], out=grad[layer.w].view(layer.shape))
+            if layer.b is not None:
+                torch.sum(g, 0, out=grad[layer.b])
+            if i > 0:
+                g = g.mm(weights[i])
+        return ll.detach() + lp, grad.add_(prior_grad)
+
+    def value_and_grad(
+        self, x: Tensor, batch: Batch, chain_batched: bool, num_data: int | None
+    ) -> tuple[Tensor, Tensor]:
+        """Log density and gradient at ``K`` positions ``x [K, D]``; ``num_data`` N scales a
+        minibatch of M rows by N/M (None: no scaling)."""
         inputs, targets = batch
         k, m = x.shape[0], inputs.shape[-2]
         if not chain_batched:  # every chain sees the same rows
@@ -94,11 +132,10 @@ class StackedMLP:
                 h = layer.act[0](h)
             hidden.append(h)
         out = hidden.pop()
-        post = self.posterior
-        scale = 1.0 if post.num_data is None else post.num_data / m
+        scale = 1.0 if num_data is None else num_data / m
         with torch.enable_grad():
             f = out.detach().requires_grad_(True)
-            rows = post.likelihood.log_prob_rows(f.flatten(0, 1), targets.flatten(0, 1), {})
+            rows = self.likelihood.log_prob_rows(f.flatten(0, 1), targets.flatten(0, 1), {})
             ll = rows.view(k, m).sum(1) * scale
             (g,) = torch.autograd.grad(ll.sum(), f)
         lp, grad = self.prior(x)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import struct
 
 import torch
 from torch import Tensor
@@ -60,6 +61,25 @@ class Gaussian(Likelihood):
         tau = 1.0 / self.noise**2
         return 0.5 * n * (math.log(tau) - LOG_2PI) - 0.5 * tau * (r * r).sum()
 
+    def scaled_log_prob(
+        self, output: Tensor, target: Tensor, extra: dict[str, Tensor], scale: float
+    ) -> Tensor:
+        """``scale * log_prob``, with a fixed noise as ``c * sum(r^2) + scale * const``: two operations
+        on the tape where ``scale * (const - tau/2 * sum(r^2))`` has three, and one node on the way
+        back where it has three.  ``c`` is ``-scale * tau/2`` rounded as the three-operation chain
+        rounds its gradient, so the gradient (what a sampler moves by) is the same to the last bit;
+        the value can differ from it in the last bit where ``scale != 1``."""
+        coef = (
+            None
+            if self.learn_noise
+            else _gradient_coefficient(scale, 0.5 * self.precision(extra), output.dtype)
+        )
+        if coef is None:
+            return super().scaled_log_prob(output, target, extra, scale)
+        r = target - _match(output, target)
+        const = 0.5 * r.numel() * (math.log(self.precision(extra)) - LOG_2PI)
+        return (r * r).sum().mul(coef).add(scale * const)
+
     @property
     def per_row(self) -> bool:  # type: ignore[override]
         return not self.learn_noise
@@ -116,3 +136,17 @@ def _match(output: Tensor, target: Tensor) -> Tensor:
         f"{tuple(target.shape)}; for regression the model should output [N] or [N, 1] for targets [N] "
         "(or exactly the target shape for multi-output regression)."
     )
+
+
+def _round(x: float, dtype: torch.dtype) -> float:
+    """``x`` rounded to ``dtype`` (float32 or float64), as a Python float."""
+    return x if dtype == torch.float64 else struct.unpack("f", struct.pack("f", x))[0]
+
+
+def _gradient_coefficient(scale: float, half_tau: float, dtype: torch.dtype) -> float | None:
+    """``-scale * tau/2`` as autograd forms it in ``dtype`` through ``scale * (c - tau/2 * s)``: each
+    Python number rounded to ``dtype``, their product (exact in a double) rounded once more.  None for
+    other dtypes."""
+    if dtype not in (torch.float32, torch.float64):
+        return None
+    return _round(-_round(scale, dtype) * _round(half_tau, dtype), dtype)

@@ -1,7 +1,7 @@
-"""The hand-batched K-chain gradient of MLP posteriors (``core/stacked_mlp.py``).
+"""The hand-written gradient of MLP posteriors (``core/stacked_mlp.py``), K chains and one.
 
-It must equal each chain's own autograd gradient exactly (float64), for every supported
-activation and likelihood, shared or per-chain minibatches; other models must not take it.
+It must equal each chain's own autograd gradient (float64), for every supported activation and
+likelihood, shared or per-chain minibatches; other models must not take it.
 """
 
 import dataclasses
@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import bnnkit
+from bnnkit.core.target import Target
 from bnnkit.data import Minibatches
 from bnnkit.data.minibatch import ChainMinibatches
 
@@ -50,12 +51,75 @@ def test_stacked_gradient_equals_each_chains_autograd_gradient(act, lik):
     lp, grad = target.stacked_grad(x, (Xb, yb), True)
     lp_shared, grad_shared = target.stacked_grad(x, (X, y), False)
     for k in range(5):
-        lp_k, g_k = target.value_and_grad(x[k], (Xb[k], yb[k]))
+        lp_k, g_k = Target.autograd_value_and_grad(post.log_prob_flat, x[k], (Xb[k], yb[k]))
         torch.testing.assert_close(lp[k], lp_k)
         torch.testing.assert_close(grad[k], g_k)
-        lp_k, g_k = target.value_and_grad(x[k], (X, y))
+        lp_k, g_k = Target.autograd_value_and_grad(post.log_prob_flat, x[k], (X, y))
         torch.testing.assert_close(lp_shared[k], lp_k)
         torch.testing.assert_close(grad_shared[k], g_k)
+
+
+@pytest.mark.parametrize("act", [torch.nn.Tanh, torch.nn.ReLU, torch.nn.Sigmoid])
+@pytest.mark.parametrize("lik", list(LIKELIHOODS))
+@pytest.mark.parametrize("prior_scales", [None, {"3.": 0.3}])
+def test_one_chain_gradient_equals_autograd(act, lik, prior_scales):
+    """``target.value_and_grad`` of one position takes the hand-written MLP pass: the same value
+    and gradient as autograd through the module, on a minibatch (scaled N/M) and on all rows."""
+    make_lik, make_y, out = LIKELIHOODS[lik]
+    g = torch.Generator().manual_seed(1)
+    torch.manual_seed(1)
+    prior = bnnkit.GaussianPrior(0.8, scales=prior_scales)
+    post = bnnkit.Posterior(_mlp(act, out, bias_last=lik != "bernoulli"), make_lik(), prior, num_data=200)
+    assert post._mlp is not None
+    target = post.target()
+    X, y = torch.randn(40, 4, generator=g, dtype=torch.float64), make_y(g)
+    x = 0.5 * torch.randn(post.view.size, generator=g, dtype=torch.float64)
+    for batch in ((X[:8], y[:8]), (X, y)):
+        lp, grad = target.value_and_grad(x, batch)
+        lp_ref, g_ref = Target.autograd_value_and_grad(post.log_prob_flat, x, batch)
+        torch.testing.assert_close(lp, lp_ref)
+        torch.testing.assert_close(grad, g_ref)
+    # the scale N/M is the posterior's own, also for a copy with another N
+    other = post.with_num_data(1000).target()
+    lp, grad = other.value_and_grad(x, (X[:8], y[:8]))
+    lp_ref, g_ref = Target.autograd_value_and_grad(post.with_num_data(1000).log_prob_flat, x, (X[:8], y[:8]))
+    torch.testing.assert_close(grad, g_ref)
+    assert not torch.allclose(grad, target.value_and_grad(x, (X[:8], y[:8]))[1])
+
+
+def test_one_chain_float32_gradient_is_autograds_to_the_bit():
+    """On the benchmark MLP in float32 the hand-written pass runs autograd's operations, so the
+    SG samplers' chains are those of the autograd route."""
+    torch.manual_seed(0)
+    nn = torch.nn
+    net = nn.Sequential(nn.Linear(13, 50), nn.Tanh(), nn.Linear(50, 50), nn.Tanh(), nn.Linear(50, 1))
+    post = bnnkit.Posterior(net, bnnkit.Gaussian(1.0), bnnkit.GaussianPrior(1.0), num_data=506)
+    X, y = torch.randn(32, 13), torch.randn(32)
+    x = post.initial_position("module")
+    lp, grad = post.target().value_and_grad(x, (X, y))
+    lp_ref, g_ref = Target.autograd_value_and_grad(post.log_prob_flat, x, (X, y))
+    assert torch.equal(grad, g_ref)
+    torch.testing.assert_close(lp, lp_ref)
+
+
+def test_a_patched_forward_leaves_the_hand_written_pass():
+    """Flipout patches a layer's forward for one call: the gradient must be that of the patched
+    network, so the posterior falls back to autograd through the modules."""
+    torch.manual_seed(0)
+    net = _mlp(torch.nn.Tanh, 1)
+    post = bnnkit.Posterior(net, bnnkit.Gaussian(0.7), bnnkit.GaussianPrior(1.0))
+    X, y = torch.randn(10, 4, dtype=torch.float64), torch.randn(10, dtype=torch.float64)
+    x = post.initial_position("module")
+    plain = post.target().value_and_grad(x, (X, y))[1]
+    first = net[0]
+    first.forward = lambda inp: torch.nn.functional.linear(2.0 * inp, first.weight, first.bias)
+    try:
+        patched = post.target().value_and_grad(x, (X, y))[1]
+        ref = Target.autograd_value_and_grad(post.log_prob_flat, x, (X, y))[1]
+    finally:
+        del first.forward
+    torch.testing.assert_close(patched, ref)
+    assert not torch.allclose(patched, plain)
 
 
 def test_models_outside_the_route_use_vmap():

@@ -143,7 +143,9 @@ def _choose_step(rows: Sequence[dict[str, Any]]) -> float:
     return min(finite, key=lambda r: r["heldout_nll"])["setting"]["step_size"]
 
 
-def _adaptive(method: str, data: Any, cfg: dict, gp: Any, seed: int, progress: bool) -> tuple[Posterior, Any]:
+def _adaptive(
+    method: str, data: Any, cfg: dict, gp: Any, seed: int, progress: bool, algorithm: Any = None
+) -> tuple[Posterior, Any]:
     """Protocol 4's sghmc / fsghmc cell (the ``adaptive`` table): scale-adapted SGHMC from
     per-chain MAP warm starts, run until the function-space R-hat and ESS at the test inputs
     (inputs only) meet the table's thresholds or the draw budget is spent.  fsghmc samples the
@@ -156,9 +158,9 @@ def _adaptive(method: str, data: Any, cfg: dict, gp: Any, seed: int, progress: b
     c = cfg["adaptive"]
     x, y = data.x_train, data.y_train
     n = x.shape[0]
-    if method == "fsghmc" and c["prior_form"] != "vecchia":
+    if family(method) == "fsg" and c["prior_form"] != "vecchia":
         raise BnnkitError(f"the adaptive table's prior_form must be 'vecchia', got {c['prior_form']!r}.")
-    post = _sampler_posterior(x, cfg, gp, functional=method == "fsghmc", vecchia=True)
+    post = _sampler_posterior(x, cfg, gp, functional=family(method) == "fsg", vecchia=True)
     bs = min(cfg["batch_size"], n)
     init = map_init(
         post,
@@ -168,7 +170,7 @@ def _adaptive(method: str, data: Any, cfg: dict, gp: Any, seed: int, progress: b
         batch_size=bs,
         start=c["map_start"],
         # the functional prior's exact log density sums every Vecchia factor: use the step's estimate
-        gradient="stochastic" if method == "fsghmc" else "exact",
+        gradient="stochastic" if family(method) == "fsg" else "exact",
         holdout=c["map_holdout"],
         patience=c["map_patience"],
     )
@@ -176,7 +178,7 @@ def _adaptive(method: str, data: Any, cfg: dict, gp: Any, seed: int, progress: b
         post, data.x_test[: c["check_inputs"]], rhat=c["rhat"], ess=c["ess"], min_draws=c["min_draws"]
     )
     s = sample_or_diverged(
-        AdaptiveSGHMC(c["step_size"], mdecay=c["mdecay"]),
+        algorithm or AdaptiveSGHMC(c["step_size"], mdecay=c["mdecay"]),
         post,
         Minibatches(x, y, batch_size=bs),
         num_samples=c["draws"],
