@@ -28,7 +28,7 @@ from ..core.errors import BnnkitError, check_positive
 from ..core.target import Target
 from ..core.types import Batch, Kernel
 from .common import SGInfo, check_temperature, normal
-from .hyper import check_gibbs_every, gibbs_hyper, hyper_gibbs
+from .hyper import GIBBS_NOT_VECTORIZABLE, check_gibbs_every, gibbs_hyper, hyper_gibbs
 from .schedules import Schedule, as_schedule
 
 
@@ -74,6 +74,16 @@ class PreconditionedSGLD:
         check_positive("eps (preconditioner floor lambda)", self.eps)
         check_temperature(self.temperature)
         check_gibbs_every(self.gibbs_every, self.temperature)
+
+    @property
+    def vectorizable(self) -> bool:
+        return self.gibbs_every is None and not self.correction
+
+    @property
+    def not_vectorizable_because(self) -> str:
+        if self.correction:
+            return "correction=True estimates the Hessian diagonal with one chain's Hessian-vector product"
+        return GIBBS_NOT_VECTORIZABLE
 
     @property
     def sampling_fraction(self) -> float:
