@@ -120,8 +120,9 @@ def test_tune_chooses_step_sizes_from_the_grid_and_reports_them(tmp_path):
         pytest.skip("needs ../shared/data/uci")
     from bnnkit.bench.uci import DEFAULTS, QUICK_TUNE
 
+    # protocol 4: sgld and fsgld by protocol 3's tuned recipe (protocol 5 runs them adaptive, untuned)
     rep = run_uci(["yacht"], ["sgld", "fsgld"], splits=1, root=str(DATA), quick=True, progress=False,
-                  out=tmp_path, log=lambda s: None, tune=True)  # fmt: skip
+                  out=tmp_path, log=lambda s: None, tune=True, protocol=uci.stock_protocol(True, 4))  # fmt: skip
     for c in rep["cells"]:
         grid = [DEFAULTS["step_size"][c["method"]] * f for f in QUICK_TUNE["factors"]]
         assert any(math.isclose(c["step_size"], g) for g in grid), (c["method"], c["step_size"], grid)
@@ -202,12 +203,13 @@ def test_resume_runs_only_the_missing_cells_and_gives_a_single_runs_numbers(tmp_
     assert len(again["cells"]) == 4 and 9.0 in [c["rmse_std"] for c in again["cells"]]
     assert any("superseded" in s for s in said)
 
-    # --tune changes the tuned SG-MCMC cells only; protocol 4's sghmc has no step to tune, so its
+    # --tune changes the tuned SG-MCMC cells only; the adaptive table's sghmc has no step to tune, so its
     # cells are reused (as bbb's are)
     ran.clear()
     run_uci(["yacht"], ["sghmc", "bbb"], splits=1, out=out, resume=True, tune=True, **kw)
     assert ran == []
-    assert uci._settings("sgld", False, True)["tuned"] and not uci._settings("sghmc", False, True)["tuned"]
+    assert not uci._settings("sgld", False, True)["tuned"] and not uci._settings("sghmc", False, True)["tuned"]
+    assert uci._settings("sgld", False, True, version=4)["tuned"]
     assert uci._settings("sghmc", False, True, version=3)["tuned"]
     with pytest.raises(BnnkitError, match="pass one"):
         run_uci(
@@ -321,6 +323,18 @@ def test_gp_fit_subset_is_seeded_by_split_and_older_cells_are_reused_only_where_
     wine = {**cell, "dataset": "wine-quality-red"}
     assert not uci._same_run({**wine, "protocol": 2}, 5, False, False)
     assert uci._same_run({**wine, "protocol": 3}, 5, False, False)
+    # a protocol's cells count for a later one where only other methods' recipes changed: sghmc's
+    # protocol-4 cells are protocol 5's, its protocol-3 cells are not; sgld changed in 5
+    assert uci.PROTOCOL == 5
+    sghmc = {**cell, "method": "sghmc"}
+    assert uci._same_run({**sghmc, "protocol": 4}, 5, False, False)
+    assert not uci._same_run({**sghmc, "protocol": 3}, 5, False, False)
+    assert uci._same_run({**sghmc, "protocol": 3}, 5, False, False, version=3)
+    sgld = {**cell, "method": "sgld"}
+    assert not uci._same_run({**sgld, "protocol": 4}, 5, False, False)
+    assert uci._same_run({**sgld, "protocol": 3}, 5, False, False, version=4)
+    assert uci._same_run({**sgld, "protocol": 5}, 5, False, False)
+    assert uci.adaptive_methods(4) == {"sghmc", "fsghmc"} and uci.adaptive_methods(3) == set()
 
 
 @pytest.mark.skipif(not (DATA / "uci").exists(), reason="needs ../shared/data/uci")
@@ -342,3 +356,28 @@ def test_splits_past_a_sets_standard_splits_are_skipped_not_an_error(tmp_path, m
     )
     assert [c["split"] for c in rep["cells"]] == [0]
     assert any("only 1 standard splits: splits 1-2 are skipped" in s for s in said)
+
+
+def test_protocol_5_runs_sgld_and_fsgld_as_psgld_from_map_warm_starts(tmp_path, monkeypatch):
+    """Protocol 5's sgld / fsgld cells: pSGLD at the adaptive table's per-datum step, MAP warm
+    starts and the convergence rule, as sghmc's cells are (R-hat, ESS and what stopped the run
+    in the cell)."""
+    if not (DATA / "uci").exists():
+        pytest.skip("needs ../shared/data/uci")
+    from bnnkit.sgmcmc import AdaptiveSGHMC, PreconditionedSGLD
+
+    used = []
+    real = uci.inference.sample_or_diverged
+    monkeypatch.setattr(
+        uci.inference, "sample_or_diverged", lambda alg, *a, **k: (used.append(alg), real(alg, *a, **k))[1]
+    )
+    rep = run_uci(["yacht"], ["sgld", "fsgld", "sghmc"], splits=1, root=str(DATA), quick=True, progress=False,
+                  out=tmp_path, log=lambda s: None, tune=True)  # fmt: skip
+    a = uci.QUICK_PROTOCOL.config()["adaptive"]
+    assert [type(u) for u in used] == [PreconditionedSGLD, PreconditionedSGLD, AdaptiveSGHMC]
+    for c in rep["cells"]:
+        assert c["protocol"] == 5 and c["tuned"] is False and c["stopped"] is not None and c["map_steps"]
+        assert math.isfinite(c["rmse"]) and c["rhat"] is not None
+        if c["method"] != "sghmc":
+            assert c["step_size"] == pytest.approx(a["sgld_step_size"] / uci.QUICK_PROTOCOL.max_rows)
+    assert "pSGLD" in rep["markdown"] and "scale-adapted SGHMC" in rep["markdown"]

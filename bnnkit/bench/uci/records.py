@@ -4,7 +4,7 @@
 A cell carries what its numbers depend on beyond data set, split, method and seed: ``quick``, the
 tuning rule (``tuned``) and the protocol's version (under the key ``protocol``).  ``--resume`` and
 ``--from-cells`` take only cells that match the run in all of them (:func:`_same_run`), so cells of
-two protocols never meet in one table; the cells in ``docs/results/uci/`` (protocols 2, 3 and 4)
+two protocols never meet in one table; the cells in ``docs/results/uci/`` (protocols 2 to 5)
 stay readable.  Where a protocol changed only some methods' recipes, the other methods' cells of
 the one before count as its cells (:func:`_same_run`).
 """
@@ -18,7 +18,7 @@ from typing import Any
 from ...core.errors import BnnkitError
 from ...data.uci import uci_dataset_name
 from ..records import append_record, read_records, start_records
-from .protocol import CHANGED_IN_4, NO_GP_SUBSET, PROTOCOL, QUICK_TUNE, SG_METHODS, TUNE
+from .protocol import NO_GP_SUBSET, PROTOCOL, QUICK_TUNE, SG_METHODS, TUNE, adaptive_methods, unchanged_since
 
 __all__ = ["append_record", "read_records", "start_records"]
 
@@ -27,8 +27,8 @@ def _settings(method: str, quick: bool, tune: bool, version: int = PROTOCOL) -> 
     """What a cell's numbers depend on beyond data set, split, method and seed (``--resume`` reuses
     a cell only when these match); ``--tune`` changes only the SG-MCMC methods.  A cell written
     before ``protocol`` was recorded counts as protocol 1."""
-    # protocol 4's sghmc has no step to tune (one setting for every set): --tune leaves it alone
-    tuned = tune and method in SG_METHODS and not (version >= 4 and method in CHANGED_IN_4)
+    # the adaptive table's methods have no step to tune (one setting for every set): --tune leaves them alone
+    tuned = tune and method in SG_METHODS and method not in adaptive_methods(version)
     return {
         "quick": quick,
         "tuned": (QUICK_TUNE if quick else TUNE)["rule"] if tuned else False,
@@ -42,8 +42,9 @@ def _same_run(cell: dict[str, Any], seed: int, quick: bool, tune: bool, version:
     have = {k: cell.get(k, 1 if k == "protocol" else None) for k in wanted}
     if version >= 3 and have["protocol"] == 2 and cell.get("dataset") in NO_GP_SUBSET:
         have["protocol"] = 3  # the protocols differ only in how a GP-fit subset is drawn
-    if version >= 4 and have["protocol"] == 3 and cell["method"] not in CHANGED_IN_4:
-        have["protocol"] = 4  # protocol 4 changed only the recipes of CHANGED_IN_4
+    old = have["protocol"]
+    if isinstance(old, int) and 3 <= old < version and unchanged_since(cell["method"], old, version):
+        have["protocol"] = version  # the protocols since changed only other methods' recipes
     return cell.get("seed") == seed + cell.get("split", -1) and have == wanted
 
 

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from ...data.uci import is_known_uci, uci_dataset_name
+from ..methods import MOMENTUM
 from ..published import SOURCES, published
-from .protocol import ADAPTIVE_METHODS, ALIASES, SG_METHODS, VI_METHODS
+from .protocol import ALIASES, SG_METHODS, VI_METHODS, adaptive_methods
 
 # The paper's Table 2 (RMSE) and Table 3 (NLL): mean and sd over 10 splits, standardised units.
 PAPER = {
@@ -201,18 +202,31 @@ def _report(
         + (" --tune" if cfg.get("tune") else "")
         + (f" --seed {seed}" if seed else "")
     )
-    adaptive = [m for m in methods if m in ADAPTIVE_METHODS] if cfg.get("adaptive") else []
+    adaptive = [m for m in methods if m in adaptive_methods(cfg["version"])] if cfg.get("adaptive") else []
     sg_run = {m: cfg["step_size"][m] for m in methods if m in SG_METHODS and m not in adaptive}
     a = cfg.get("adaptive") or {}
+    hmc = [m for m in adaptive if m in MOMENTUM]
+    langevin = [m for m in adaptive if m not in MOMENTUM]
+    kernels = (
+        [f"{', '.join(hmc)}: scale-adapted SGHMC (eps {a['step_size']}, mdecay {a['mdecay']})"] if hmc else []
+    ) + (
+        [f"{', '.join(langevin)}: pSGLD (eps {a['sgld_step_size']} / N, alpha {a['sgld_alpha']})"]
+        if langevin
+        else []
+    )
     adaptive_note = (
-        f"{', '.join(adaptive)}: scale-adapted SGHMC (eps {a['step_size']}, mdecay {a['mdecay']}), "
+        f"{'; '.join(kernels)}; "
         f"{a['chains']} vectorised chains, each warm started by at most {a['map_max_steps']:,} steps of Adam "
         f"(lr {a['map_lr']}) from PyTorch's default initialisation, early-stopped on a held-out "
         f"{a['map_holdout']:.0%} of the training rows (patience {a['map_patience']} scores), "
         f"{a['burn_in']} burn-in steps, then draws thinned by {a['thin']} until the function-space R-hat at "
         f"{a['check_inputs']} test inputs is <= {a['rhat']} with ESS >= {a['ess']} (checked every "
         f"{a['min_draws']} draws per chain) or {a['draws']} draws per chain are spent"
-        + ("; fsghmc's GP prior in its Vecchia form" if "fsghmc" in adaptive else "")
+        + (
+            "; the functional methods' GP prior in its Vecchia form"
+            if {"fsghmc", "fsgld"} & set(adaptive)
+            else ""
+        )
         + ". Each cell's R-hat, ESS, draws per chain and what stopped it are in the JSON."
         if adaptive
         else ""
