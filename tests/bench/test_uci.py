@@ -208,7 +208,9 @@ def test_resume_runs_only_the_missing_cells_and_gives_a_single_runs_numbers(tmp_
     ran.clear()
     run_uci(["yacht"], ["sghmc", "bbb"], splits=1, out=out, resume=True, tune=True, **kw)
     assert ran == []
-    assert not uci._settings("sgld", False, True)["tuned"] and not uci._settings("sghmc", False, True)["tuned"]
+    assert (
+        not uci._settings("sgld", False, True)["tuned"] and not uci._settings("sghmc", False, True)["tuned"]
+    )
     assert uci._settings("sgld", False, True, version=4)["tuned"]
     assert uci._settings("sghmc", False, True, version=3)["tuned"]
     with pytest.raises(BnnkitError, match="pass one"):
