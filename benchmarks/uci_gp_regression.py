@@ -1,0 +1,94 @@
+"""Exact GP regression with the functional samplers' fitted prior: what the GP alone predicts.
+
+The UCI bench's fsgld / fsghmc cells put the RBF GP that ``bnnkit bench uci`` fits on each split
+(same fit, same seed) on the network's function at the measurement points.  This script predicts
+the test rows with that GP itself (the closed-form posterior mean and variance, plus the fitted
+noise), in original units, so a functional cell can be read against its own prior's posterior:
+where the GP alone is behind a weight-space method, the prior's function class is part of the gap;
+where the functional cell is behind the GP, the sampler or the network is.
+
+Run:  python -m benchmarks.uci_gp_regression --datasets concrete,boston,energy,yacht --splits 10 \
+        --data ../shared/data --out docs/results/uci_gp_regression.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+import torch
+
+from benchmarks._timing import write_results
+from bnnkit.bench.uci import runner
+from bnnkit.functional import GPPrior
+
+
+def gp_predict(gp: GPPrior, noise_variance: float, x, y, x_test) -> tuple[torch.Tensor, torch.Tensor]:
+    """Posterior mean and predictive variance (incl. the noise) of the GP at ``x_test``, float64."""
+    n = x.shape[0]
+    xa = torch.cat([x, x_test])
+    k = gp.covariance(xa).double()
+    mu = gp.mean(xa).double().reshape(-1)
+    kxx = k[:n, :n] + noise_variance * torch.eye(n, dtype=k.dtype)
+    ksx = k[n:, :n]
+    chol = torch.linalg.cholesky(kxx)
+    alpha = torch.cholesky_solve((y.double() - mu[:n]).unsqueeze(-1), chol).squeeze(-1)
+    v = torch.cholesky_solve(ksx.T, chol)
+    mean = mu[n:] + ksx @ alpha
+    var = (k[n:, n:].diagonal() - (ksx * v.T).sum(1)).clamp_min(0.0) + noise_variance
+    return mean, var
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--datasets", default="concrete,boston,energy,yacht")
+    ap.add_argument("--splits", type=int, default=10)
+    ap.add_argument("--data", default=None, help="data directory (default: BNNKIT_DATA)")
+    ap.add_argument("--out", default="benchmarks/results/uci_gp_regression.json")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    cfg = runner._config(None, False, True)
+    cells, summary = [], {}
+    for ds in args.datasets.split(","):
+        src = runner._folder_source(ds, args.data)
+        rows = []
+        for split in range(min(args.splits, src.num_splits())):
+            data = src.load(split)
+            gp = GPPrior("rbf", input_dim=data.x_train.shape[1], jitter=1e-4)
+            fitted = gp.fit(  # as the bench fits it for the functional cells of this split
+                data.x_train,
+                data.y_train,
+                num_steps=cfg["gp_fit_steps"],
+                max_points=cfg["gp_fit_max_points"],
+                generator=torch.Generator().manual_seed(split),
+                progress=False,
+            )
+            mean, var = gp_predict(gp, fitted["noise_variance"], data.x_train, data.y_train, data.x_test)
+            err = data.unnormalise_y(mean.float()) - data.unnormalise_y(data.y_test)
+            lp = torch.distributions.Normal(mean, var.sqrt()).log_prob(data.y_test.double()).float()
+            cell = {
+                "dataset": src.name,
+                "split": split,
+                "rmse": float(err.pow(2).mean().sqrt()),
+                "nll": float(-data.unnormalise_log_density(lp).mean()),
+                "hyperparameters": gp.hyperparameters(),
+            }
+            cells.append(cell)
+            rows.append(cell)
+            print(f"{src.name} split {split}: RMSE {cell['rmse']:.3f} NLL {cell['nll']:.3f}", flush=True)
+        summary[src.name] = {
+            "splits": len(rows),
+            "rmse": statistics.mean(r["rmse"] for r in rows),
+            "rmse_se": statistics.stdev(r["rmse"] for r in rows) / len(rows) ** 0.5
+            if len(rows) > 1
+            else None,
+            "nll": statistics.mean(r["nll"] for r in rows),
+            "nll_se": statistics.stdev(r["nll"] for r in rows) / len(rows) ** 0.5 if len(rows) > 1 else None,
+        }
+        s = summary[src.name]
+        print(f"{src.name}: RMSE {s['rmse']:.3f} NLL {s['nll']:.3f} over {s['splits']} splits")
+    write_results(args.out, {"benchmark": "uci_gp_regression", "summary": summary, "cells": cells})
+
+
+if __name__ == "__main__":
+    main()
