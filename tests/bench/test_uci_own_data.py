@@ -129,7 +129,7 @@ def test_run_uci_arrays_runs_the_protocol_on_arrays_in_memory(tmp_path):
 
 
 def test_the_protocol_is_one_frozen_versioned_config():
-    assert FULL_PROTOCOL.version == uci.PROTOCOL == 4
+    assert FULL_PROTOCOL.version == uci.PROTOCOL == 5
     with pytest.raises(dataclasses.FrozenInstanceError):
         FULL_PROTOCOL.burn_in = 10  # type: ignore[misc]
     with pytest.raises(TypeError):
@@ -143,9 +143,9 @@ def test_the_protocol_is_one_frozen_versioned_config():
         FULL_PROTOCOL.replace(epochs=3)
     # a changed protocol must say so by its version, or its cells would pass for the bench's
     wider = FULL_PROTOCOL.replace(hidden=50)
-    with pytest.raises(BnnkitError, match=r"\['hidden'\] but keeps its version 4"):
+    with pytest.raises(BnnkitError, match=r"\['hidden'\] but keeps its version 5"):
         run_uci(["boston"], ["sgld"], out="unused", protocol=wider)
-    assert isinstance(wider.replace(version=5), UCIProtocol)
+    assert isinstance(wider.replace(version=6), UCIProtocol)
 
 
 def test_cells_are_matched_on_the_protocol_version():
@@ -154,9 +154,12 @@ def test_cells_are_matched_on_the_protocol_version():
     assert not uci._same_run({**cell, "protocol": 3}, 0, False, False, version=4)
     assert uci._same_run({**cell, "protocol": 4}, 0, False, False, version=4)
     assert not uci._same_run({**cell, "protocol": 4}, 0, False, False, version=3)
-    # protocol 4 changed only sghmc's recipe: the other methods' protocol-3 cells are protocol-4 cells
+    # protocol 4 changed only sghmc's recipe and 5 only sgld's: bbb's protocol-3 cells are protocol-4
+    # and -5 cells; a version the bench does not know counts no earlier cell
     bbb = {**cell, "method": "bbb", "protocol": 3}
-    assert uci._same_run(bbb, 0, False, False, version=4) and not uci._same_run(bbb, 0, False, False, version=5)
+    assert uci._same_run(bbb, 0, False, False, version=4) and uci._same_run(bbb, 0, False, False, version=5)
+    assert not uci._same_run(bbb, 0, False, False, version=6)
+    assert uci._same_run({**cell, "protocol": 4}, 0, False, False, version=5)
     # protocol 2 cells of a set without a GP subset count as protocol 3 (and, but for sghmc, 4)
     boston = {**cell, "dataset": "bostonHousing", "protocol": 2}
     assert uci._same_run(boston, 0, False, False, version=3) and not uci._same_run(boston, 0, False, False)
@@ -201,7 +204,7 @@ def test_protocol_3_stays_runnable_for_its_tables(tmp_path):
     and writes protocol-3 cells; the other versions are refused."""
     p3 = uci.stock_protocol(True, 3)
     assert p3.version == 3 and p3.config()["adaptive"] is None and uci.stock_protocol(True) is QUICK_PROTOCOL
-    with pytest.raises(BnnkitError, match="runs protocol 4 or 3"):
+    with pytest.raises(BnnkitError, match="runs protocol 5, 4 or 3"):
         uci.stock_protocol(False, 2)
     g = torch.Generator().manual_seed(0)
     x = torch.randn(60, 3, generator=g)
@@ -211,4 +214,3 @@ def test_protocol_3_stays_runnable_for_its_tables(tmp_path):
     (cell,) = rep["cells"]
     assert cell["protocol"] == 3 and cell["step_size"] == p3.config()["step_size"]["sghmc"]
     assert "rhat" not in cell  # no convergence rule in protocol 3
-

@@ -127,7 +127,10 @@ def adaptive_methods(version: int) -> frozenset[str]:
 
 
 def unchanged_since(method: str, old: int, new: int) -> bool:
-    """Whether ``method``'s recipe is the same in protocol ``new`` as in ``old`` (``old <= new``)."""
+    """Whether ``method``'s recipe is the same in protocol ``new`` as in ``old`` (``old <= new``);
+    False for a version past :data:`PROTOCOL`, whose changes the bench does not know."""
+    if new > PROTOCOL:
+        return False
     return not any(method in CHANGED_IN.get(v, ()) for v in range(old + 1, new + 1))
 
 
