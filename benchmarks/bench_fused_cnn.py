@@ -31,6 +31,7 @@ import torch
 
 import bnnkit
 from benchmarks._timing import run_jax_child, write_results
+from benchmarks.peers_plugin import CycleStream
 from bnnkit.bench.image import small_cnn
 from bnnkit.sgmcmc import Fused
 
@@ -111,18 +112,6 @@ print(json.dumps(out))
 """
 
 
-class _Cycle:
-    """The pre-drawn minibatches in turn (no random numbers drawn)."""
-
-    def __init__(self, batches):
-        self.batches, self.i = batches, 0
-
-    def next(self, gen):
-        b = self.batches[self.i % len(self.batches)]
-        self.i += 1
-        return b
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=1)
@@ -183,7 +172,7 @@ def main() -> None:
             cases[f"{name}_{label}"] = (step, 1)
         fk = Fused(alg, block=max(args.blocks)).build(post)
         for T in args.blocks:
-            stream = _Cycle(batches)
+            stream = CycleStream(batches)
             st = {"s": fk.init(x0, batches[0])}
             t0 = time.perf_counter()
             st["s"] = fk.run_block(st["s"], stream, gen, T).state

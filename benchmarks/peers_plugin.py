@@ -27,8 +27,10 @@ import os
 import time
 
 
-class _Cycle:
-    """A minibatch stream over the peers' pre-sliced minibatches (no random numbers drawn)."""
+class CycleStream:
+    """A minibatch stream over pre-sliced minibatches, in turn (no random numbers drawn); also
+    used by ``benchmarks/bench_fused_cnn.py`` (this file stays importable by path, without the
+    ``benchmarks`` package)."""
 
     def __init__(self, mbs):
         self.mbs, self.i = mbs, 0
@@ -76,7 +78,7 @@ def cases(ctx):
             out.append(dict(name=f"bnnkit_{name}_{label}", section="p", fn=step, grads=1, note=note))
         fk = Fused(alg, block=max(blocks)).build(post)
         for T in blocks:
-            stream = _Cycle(ctx.minibatches)
+            stream = CycleStream(ctx.minibatches)
             st = {"s": fk.init(x0, ctx.mb(0))}
             t0 = time.perf_counter()
             st["s"] = fk.run_block(st["s"], stream, ctx.generator, T).state

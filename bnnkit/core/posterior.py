@@ -25,6 +25,7 @@ from .likelihood_base import Likelihood
 from .module_call import ModuleCaller
 from .prior_base import Prior
 from .random import gamma
+from .stacked_mlp import StackedMLP
 from .target import Target
 from .types import Batch
 
@@ -92,8 +93,6 @@ class Posterior:
         self._n_net = len(self.net_names)
         self._lik_keys = tuple(n[len(LIK) :] for n in extras if n.startswith(LIK))
         self._prior_keys = tuple(n[len(PRIOR) :] for n in extras if n.startswith(PRIOR))
-        from .stacked_mlp import StackedMLP
-
         self._mlp = StackedMLP.build(self)  # None unless a plain MLP with a closed-form prior
 
     def with_num_data(self, num_data: int | None) -> Posterior:

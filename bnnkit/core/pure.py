@@ -134,6 +134,16 @@ def fused_log_prob(model: Any, sampler: str) -> tuple[Target, Callable[[Tensor, 
     return target, log_prob, pure
 
 
+def transition_log_prob(model: Any, sampler: str, loop: str) -> tuple[Target, Callable, str]:
+    """:func:`fused_log_prob` for a fused HMC or NUTS kernel, with its ``loop`` (``"scan"`` or
+    ``"eager"``) checked; returns ``(target, log_prob, loop)``, the loop ``"unroll"`` where the log
+    density cannot run inside ``scan`` (the driver refuses it with a clear message)."""
+    if loop not in ("scan", "eager"):
+        raise BnnkitError(f"loop must be 'scan' or 'eager', got {loop!r}.")
+    target, log_prob, pure = fused_log_prob(model, sampler)
+    return target, log_prob, loop if pure else "unroll"
+
+
 def compile_scan(step: Callable, cpp_wrapper: bool = True) -> tuple[Callable, Any]:
     """``block(carry, consts, xs) -> (carry, ys)``: ``scan`` of ``step(carry, x, *consts)`` over
     the leading dimension of ``xs`` under ``torch.compile`` (one graph for every block length:

@@ -69,16 +69,14 @@ class Gaussian(Likelihood):
         back where it has three.  ``c`` is ``-scale * tau/2`` rounded as the three-operation chain
         rounds its gradient, so the gradient (what a sampler moves by) is the same to the last bit;
         the value can differ from it in the last bit where ``scale != 1``."""
-        coef = (
-            None
-            if self.learn_noise
-            else _gradient_coefficient(scale, 0.5 * self.precision(extra), output.dtype)
-        )
-        if coef is None:
-            return super().scaled_log_prob(output, target, extra, scale)
-        r = target - _match(output, target)
-        const = 0.5 * r.numel() * (math.log(self.precision(extra)) - LOG_2PI)
-        return (r * r).sum().mul(coef).add(scale * const)
+        if not self.learn_noise:
+            tau = 1.0 / self.noise**2
+            coef = _gradient_coefficient(scale, 0.5 * tau, output.dtype)
+            if coef is not None:
+                r = target - _match(output, target)
+                const = 0.5 * r.numel() * (math.log(tau) - LOG_2PI)
+                return (r * r).sum().mul(coef).add(scale * const)
+        return super().scaled_log_prob(output, target, extra, scale)
 
     @property
     def per_row(self) -> bool:  # type: ignore[override]

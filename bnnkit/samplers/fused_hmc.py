@@ -35,7 +35,7 @@ import torch
 from torch import Tensor
 
 from ..core.errors import BnnkitError, check_int_at_least
-from ..core.pure import call_scan, compile_scan, fused_log_prob, leading_finite
+from ..core.pure import call_scan, compile_scan, leading_finite, transition_log_prob
 from .hmc import HMCState
 
 DEFAULT_LOOP = "scan"  # what bnnkit.sample(..., fused=...) builds (tests switch it to "eager")
@@ -97,12 +97,9 @@ class FusedHMCKernel:
     def __init__(
         self, hmc: Any, model: Any, chains: int | None = None, loop: str = "scan", cpp_wrapper: bool = True
     ):
-        if loop not in ("scan", "eager"):
-            raise BnnkitError(f"loop must be 'scan' or 'eager', got {loop!r}.")
-        target, log_prob, pure = fused_log_prob(model, "HMC")
+        target, log_prob, self.loop = transition_log_prob(model, "HMC", loop)
         self.hmc = hmc
         self.chains = chains
-        self.loop = loop if pure else "unroll"  # the driver refuses "unroll" with a clear message
         self.reference = hmc.build(target if chains is None else target.vectorized(chain_batched=False))
         self.init, self.step, self.adaptation = (
             self.reference.init,

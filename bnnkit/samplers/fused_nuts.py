@@ -45,7 +45,7 @@ from torch import Tensor
 
 from ..core.driver import _finite, _stack_chunk
 from ..core.errors import BnnkitError
-from ..core.pure import call_scan, compile_scan, fused_log_prob
+from ..core.pure import call_scan, compile_scan, transition_log_prob
 from .hmc import HMCState
 from .nuts import NUTSInfo, _Point, _Subtree, transition
 
@@ -74,12 +74,9 @@ class FusedNUTSKernel:
     ``collects``, ``loop``).  ``step`` is the compiled-subtree transition, so warm-up uses it too."""
 
     def __init__(self, nuts: Any, model: Any, loop: str = "scan", cpp_wrapper: bool = True):
-        if loop not in ("scan", "eager"):
-            raise BnnkitError(f"loop must be 'scan' or 'eager', got {loop!r}.")
-        target, log_prob, pure = fused_log_prob(model, "NUTS")
+        target, log_prob, self.loop = transition_log_prob(model, "NUTS", loop)
         self.nuts = nuts
         self.chains = None
-        self.loop = loop if pure else "unroll"  # the driver refuses "unroll" with a clear message
         reference = nuts.build(target)
         self.init, self.adaptation = reference.init, reference.adaptation
         self.compiled_steps = 0  # leapfrog steps run (>= the recursive sampler's num_steps)

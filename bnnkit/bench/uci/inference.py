@@ -143,11 +143,9 @@ def _choose_step(rows: Sequence[dict[str, Any]]) -> float:
     return min(finite, key=lambda r: r["heldout_nll"])["setting"]["step_size"]
 
 
-def _adaptive(
-    method: str, data: Any, cfg: dict, gp: Any, seed: int, progress: bool, algorithm: Any = None
-) -> tuple[Posterior, Any]:
+def _adaptive(method: str, data: Any, cfg: dict, gp: Any, seed: int, progress: bool) -> tuple[Posterior, Any]:
     """A cell of the ``adaptive`` table (protocols 4 and 5): sghmc / fsghmc run scale-adapted SGHMC,
-    sgld / fsgld preconditioned SGLD (``algorithm`` overrides), from per-chain MAP warm starts,
+    sgld / fsgld preconditioned SGLD, from per-chain MAP warm starts,
     until the function-space R-hat and ESS at the test inputs (inputs only) meet the table's
     thresholds or the draw budget is spent.  fsghmc and fsgld sample the functional posterior with
     the fitted GP prior in its Vecchia form.  The draws' ``config["convergence"]`` holds the last
@@ -159,9 +157,10 @@ def _adaptive(
     c = cfg["adaptive"]
     x, y = data.x_train, data.y_train
     n = x.shape[0]
-    if family(method) == "fsg" and c["prior_form"] != "vecchia":
+    functional = family(method) == "fsg"
+    if functional and c["prior_form"] != "vecchia":
         raise BnnkitError(f"the adaptive table's prior_form must be 'vecchia', got {c['prior_form']!r}.")
-    post = _sampler_posterior(x, cfg, gp, functional=family(method) == "fsg", vecchia=True)
+    post = _sampler_posterior(x, cfg, gp, functional=functional, vecchia=True)
     bs = min(cfg["batch_size"], n)
     init = map_init(
         post,
@@ -171,17 +170,19 @@ def _adaptive(
         batch_size=bs,
         start=c["map_start"],
         # the functional prior's exact log density sums every Vecchia factor: use the step's estimate
-        gradient="stochastic" if family(method) == "fsg" else "exact",
+        gradient="stochastic" if functional else "exact",
         holdout=c["map_holdout"],
         patience=c["map_patience"],
     )
     rule = FunctionSpaceConvergence(
         post, data.x_test[: c["check_inputs"]], rhat=c["rhat"], ess=c["ess"], min_draws=c["min_draws"]
     )
-    if algorithm is None and method in MOMENTUM:
-        algorithm = AdaptiveSGHMC(c["step_size"], mdecay=c["mdecay"])
-    elif algorithm is None:
-        algorithm = PreconditionedSGLD(c["sgld_step_size"] / n, alpha=c["sgld_alpha"])
+    if method in MOMENTUM:
+        step = c["step_size"]
+        algorithm: Any = AdaptiveSGHMC(step, mdecay=c["mdecay"])
+    else:
+        step = c["sgld_step_size"] / n
+        algorithm = PreconditionedSGLD(step, alpha=c["sgld_alpha"])
     s = sample_or_diverged(
         algorithm,
         post,
@@ -197,7 +198,7 @@ def _adaptive(
         seed=seed,
         progress=progress,
     )
-    s.config["step_size_used"] = c["step_size"] if method in MOMENTUM else c["sgld_step_size"] / n
+    s.config["step_size_used"] = step
     # (best step, steps run) of each chain's MAP phase
     map_steps = [list(v) for _, v in sorted(init.map_steps.items())]
     s.config["convergence"] = {**rule.last, "stopped": s.config.get("stopped"), "map_steps": map_steps}
