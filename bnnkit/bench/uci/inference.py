@@ -268,9 +268,16 @@ def _run_method_seeded(method: str, data: Any, cfg: dict, noise: float, gp: Any,
             (x, y),
             num_samples=c["draws"],
             num_warmup=c["warmup"],
+            num_chains=c.get("chains", 1),
             seed=seed,
             progress=progress,
         )
+        if c.get("check_inputs"):  # protocol 6: the adaptive cells' convergence measure, reported only
+            from ...diagnostics import FunctionSpaceConvergence
+
+            rule = FunctionSpaceConvergence(full, data.x_test[: c["check_inputs"]], min_draws=4)
+            rule.update(s.positions)
+            s.config["convergence"] = {**rule.last, "stopped": "fixed length"}
         return full, s
     if method == "bbb":
         c = cfg["bbb"]

@@ -114,16 +114,20 @@ VI_METHODS = methods_of("vi")  # bbb, fbnn, mcdropout, ensemble
 # protocol 3's, so their protocol-3 cells are what protocol 4 would give.  5: sgld and fsgld join
 # the ``adaptive`` table as preconditioned SGLD (pSGLD) from the same MAP warm starts, sampled noise
 # and convergence-based length; protocol 4's sghmc / fsghmc cells and the others' protocol-3 cells
-# are what protocol 5 gives.
-PROTOCOL = 5
+# are what protocol 5 gives.  6: nuts runs 4 chains of 25 draws each (was one chain of 100), the
+# draws the SG-MCMC issue's protocol asks of every sampler (>= 100 across >= 4 chains), and records
+# the function-space R-hat and ESS of its chains at the test inputs as the adaptive cells do.
+PROTOCOL = 6
 # The methods each version changed (the cells of the version before are not its cells).
-CHANGED_IN = {4: frozenset({"sghmc", "fsghmc"}), 5: frozenset({"sgld", "fsgld"})}
-ADAPTIVE_METHODS = CHANGED_IN[4] | CHANGED_IN[5]  # run by the ``adaptive`` table (protocol 5)
+CHANGED_IN = {4: frozenset({"sghmc", "fsghmc"}), 5: frozenset({"sgld", "fsgld"}), 6: frozenset({"nuts"})}
+# The versions that moved methods into the ``adaptive`` table (6 changed nuts, which it does not run).
+_JOINED_ADAPTIVE = (4, 5)
+ADAPTIVE_METHODS = frozenset().union(*(CHANGED_IN[v] for v in _JOINED_ADAPTIVE))
 
 
 def adaptive_methods(version: int) -> frozenset[str]:
     """The methods the ``adaptive`` table runs under protocol ``version``."""
-    return frozenset().union(*(m for v, m in CHANGED_IN.items() if v <= version))
+    return frozenset().union(*(CHANGED_IN[v] for v in _JOINED_ADAPTIVE if v <= version))
 
 
 def unchanged_since(method: str, old: int, new: int) -> bool:
@@ -202,7 +206,10 @@ class UCIProtocol:
     step_size: Mapping[str, float] = _table(sgld=3e-4, sghmc=3e-3, fsgld=3e-4, fsghmc=3e-3)
     step_rows: int = 455  # Boston's training rows: the steps above are for that N (default_step_size)
     friction: float = 10.0
-    nuts: Mapping[str, Any] = _table(warmup=300, draws=100, max_tree_depth=7)
+    # draws per chain; every chain runs its own warm-up (300 transitions, as the one chain of
+    # protocols 3-5).  check_inputs: the function-space R-hat / ESS are reported at that many test
+    # inputs, the adaptive table's measure (they do not stop the run).
+    nuts: Mapping[str, Any] = _table(warmup=300, draws=25, max_tree_depth=7, chains=4, check_inputs=100)
     # Scale-adapted SGHMC (docs/sgmcmc_diagnosis.md): one step for every set (no N scaling, no
     # tuning), 4 vectorised chains x 100 draws, the preconditioner estimated in the burn-in.
     asghmc: Mapping[str, Any] = _table(step_size=3e-2, burn_in=4000, draws=100, thin=50, chains=4)
@@ -303,7 +310,7 @@ QUICK = {
     "burn_in": 100,
     "draws": 5,
     "thin": 5,
-    "nuts": {"warmup": 30, "draws": 10, "max_tree_depth": 4},
+    "nuts": {"warmup": 30, "draws": 5, "max_tree_depth": 4, "chains": 2, "check_inputs": 20},
     "asghmc": {"step_size": 3e-2, "burn_in": 100, "draws": 5, "thin": 5, "chains": 2},
     "adaptive": {
         "step_size": 3e-3,
@@ -336,6 +343,11 @@ QUICK = {
 }
 # --quick: a smoke test of the pipeline (tiny network, short runs, 200 training rows), not results.
 QUICK_PROTOCOL = FULL_PROTOCOL.replace(**QUICK)
+# nuts before protocol 6: one chain of 100 draws (the quick one of 10).
+_ONE_CHAIN_NUTS = {
+    False: _table(warmup=300, draws=100, max_tree_depth=7),
+    True: _table(warmup=30, draws=10, max_tree_depth=4),
+}
 # The full protocol as a dict (what the runner reads; "tune" None: no tuning).
 DEFAULTS = FULL_PROTOCOL.config()
 
@@ -344,16 +356,17 @@ def stock_protocol(quick: bool, version: int = PROTOCOL) -> UCIProtocol:
     """The bench's protocol: :data:`QUICK_PROTOCOL` for ``--quick``, else :data:`FULL_PROTOCOL`;
     ``version=3`` gives protocol 3 (no ``adaptive`` table: sghmc and fsghmc run plain (f)SGHMC at
     the step-size table), which rebuilds and extends the protocol-3 tables of docs/uci_results.md;
-    ``version=4`` protocol 4 (sgld and fsgld at protocol 3's recipe).  Which methods the table runs
-    is :func:`adaptive_methods` of the version."""
+    ``version=4`` protocol 4 (sgld and fsgld at protocol 3's recipe); ``version=5`` protocol 5 (nuts
+    one chain of 100 draws, as in every version before 6).  Which methods the table runs is
+    :func:`adaptive_methods` of the version."""
     stock = QUICK_PROTOCOL if quick else FULL_PROTOCOL
     if version == PROTOCOL:
         return stock
-    if version == 4:
-        return stock.replace(version=4)
+    if version in (5, 4):
+        return stock.replace(version=version, nuts=_ONE_CHAIN_NUTS[quick])
     if version == 3:
-        return stock.replace(version=3, adaptive=None)
-    raise BnnkitError(f"the UCI bench runs protocol {PROTOCOL}, 4 or 3, not {version!r}.")
+        return stock.replace(version=3, adaptive=None, nuts=_ONE_CHAIN_NUTS[quick])
+    raise BnnkitError(f"the UCI bench runs protocol {PROTOCOL}, 5, 4 or 3, not {version!r}.")
 
 
 def check_protocol(protocol: UCIProtocol, quick: bool) -> None:
