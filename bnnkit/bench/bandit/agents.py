@@ -94,18 +94,22 @@ class BothActionPoints:
 
 
 class _SGMCMCAgent:
-    """Thompson sampling with the current state of an SG-MCMC chain (sgld / fsgld)."""
+    """Thompson sampling with the current state of an SG-MCMC chain ((f)SGLD, (f)SGHMC).
 
-    def __init__(
-        self, posterior: Any, algorithm: Callable[[float], Any], lr: float, max_step: float, x0: Tensor
-    ):
+    ``algorithm(n)`` is the algorithm at buffer size ``n``; it is rebuilt whenever ``n`` changes
+    (its step may depend on ``n``), and the chain's state carries over.  ``adapt``: the state's
+    ``adapting`` flag is set after ``init`` and never cleared, so scale-adapted SGHMC keeps
+    estimating its mass online (the target moves with every interaction: there is no end of
+    warm-up to freeze it at).
+    """
+
+    def __init__(self, posterior: Any, algorithm: Callable[[int], Any], x0: Tensor, adapt: bool = False):
         # the posterior at the buffer's current size: the data size N of the N/M scaling is fixed
         # per posterior, so update() takes posterior.with_num_data(n) (and its target) as n grows
         self.posterior = posterior
         self.target = posterior.target()
         self.algorithm = algorithm
-        self.lr = lr
-        self.max_step = max_step
+        self.adapt = adapt
         self.state: Any = None
         self.x0 = x0
         self._n = -1
@@ -113,16 +117,17 @@ class _SGMCMCAgent:
 
     def update(self, buf: Buffer, cfg: dict, gen: torch.Generator) -> None:
         n = buf.size
-        if n != self._n:  # eps = min(2 lr sigma^2 / n, max_step): rebuild the (cheap) kernel while n grows
+        if n != self._n:  # rebuild the (cheap) kernel while n grows
             self.posterior = self.posterior.with_num_data(n)  # N = n in the N/M scaling (a cheap copy)
             self.target = self.posterior.target()
-            eps = min(2 * self.lr * cfg["noise"] ** 2 / n, self.max_step)
-            self._kernel = self.algorithm(eps).build(self.target)
+            self._kernel = self.algorithm(n).build(self.target)
             self._n = n
         for _ in range(cfg["updates"]):
             batch = buf.sample(cfg["batch_size"], gen)
             if self.state is None:
                 self.state = self._kernel.init(self.x0, batch)
+                if self.adapt:
+                    self.state = self.state._replace(adapting=torch.tensor(True))
             self.state, _ = self._kernel.step(self.state, batch, gen)
 
     def position(self) -> Tensor:
@@ -282,10 +287,34 @@ def _hmc_like(kind: Any, momentum_decay: float) -> Callable[[float], Any]:
     return lambda eps: kind.from_learning_rate(momentum_decay * eps / 2, momentum_decay)
 
 
-def _sg_algorithm(method: str, cfg: dict) -> Any:
-    """``eps -> algorithm`` of an SG-MCMC ``method``: (f)SGLD's class, or (f)SGHMC with (f)SGLD's drift."""
+def _sg_algorithm(method: str, cfg: dict, lr: float, max_step: float) -> Callable[[int], Any]:
+    """``n -> algorithm`` of an SG-MCMC ``method`` at buffer size ``n``.
+
+    ``sg_recipe = "plain"`` (protocol 1): (f)SGLD at ``eps = min(2 lr sigma^2 / n, max_step)``, or
+    (f)SGHMC with (f)SGLD's drift.  ``"adaptive"`` (protocol 2, the UCI bench's recipe):
+    (f)SGLD is preconditioned SGLD at ``eps = psgld_step / n`` (RMSprop decay ``psgld_alpha``),
+    (f)SGHMC scale-adapted SGHMC at ``asghmc_step`` (``asghmc_mdecay``), its mass adapted online.
+    """
+    recipe = cfg["sg_recipe"]
+    if recipe == "adaptive":
+        from ...sgmcmc import AdaptiveSGHMC, PreconditionedSGLD
+
+        if method in MOMENTUM:
+            alg = AdaptiveSGHMC(cfg["asghmc_step"], mdecay=cfg["asghmc_mdecay"])
+            return lambda n: alg
+        return lambda n: PreconditionedSGLD(cfg["psgld_step"] / n, alpha=cfg["psgld_alpha"])
+    if recipe != "plain":
+        raise BnnkitError(f"sg_recipe must be 'plain' or 'adaptive', got {recipe!r}.")
     kind = sg_algorithm(method)
-    return _hmc_like(kind, cfg["sghmc_momentum_decay"]) if method in MOMENTUM else kind
+    make = _hmc_like(kind, cfg["sghmc_momentum_decay"]) if method in MOMENTUM else kind
+    return lambda n: make(min(2 * lr * cfg["noise"] ** 2 / n, max_step))
+
+
+def _sg_agent(method: str, post: Any, cfg: dict, lr: float, max_step: float) -> _SGMCMCAgent:
+    adapt = cfg["sg_recipe"] == "adaptive" and method in MOMENTUM
+    return _SGMCMCAgent(
+        post, _sg_algorithm(method, cfg, lr, max_step), post.initial_position("module"), adapt
+    )
 
 
 def _make_agent(method: str, d: int, cfg: dict, seed: int, blocks: list[tuple[int, int]]) -> Any:
@@ -306,8 +335,7 @@ def _make_agent(method: str, d: int, cfg: dict, seed: int, blocks: list[tuple[in
         return _BBBAgent(Posterior(net, lik, prior, num_data=1), cfg)
     if family(method) == "sg":
         post = Posterior(net, lik, prior, num_data=1)
-        alg = _sg_algorithm(method, cfg)
-        return _SGMCMCAgent(post, alg, cfg["sgld_lr"], cfg["sgld_max_step"], post.initial_position("module"))
+        return _sg_agent(method, post, cfg, cfg["sgld_lr"], cfg["sgld_max_step"])
     if method in GP_PRIOR:
         from ...functional import FunctionalPosterior, GPPrior
 
@@ -341,8 +369,5 @@ def _make_agent(method: str, d: int, cfg: dict, seed: int, blocks: list[tuple[in
             )
         if method == "fbnn":
             return _FBNNAgent(post, cfg)
-        alg = _sg_algorithm(method, cfg)
-        return _SGMCMCAgent(
-            post, alg, cfg["fsgld_lr"], cfg["fsgld_max_step"], post.initial_position("module")
-        )
+        return _sg_agent(method, post, cfg, cfg["fsgld_lr"], cfg["fsgld_max_step"])
     raise BnnkitError(f"unknown method {method!r}; choose from {', '.join(METHODS)}.")

@@ -53,6 +53,13 @@ DEFAULTS: Mapping[str, Any] = _frozen(
         "sgld_max_step": 1e-3,
         "fsgld_max_step": 2e-4,
         "sghmc_momentum_decay": 0.1,
+        # "plain": (f)SGLD / (f)SGHMC at the steps above (protocol 1); "adaptive": pSGLD and
+        # scale-adapted SGHMC, the UCI bench's SG recipe (agents._sg_algorithm)
+        "sg_recipe": "plain",
+        "psgld_step": 1e-3,
+        "psgld_alpha": 0.99,
+        "asghmc_step": 3e-3,
+        "asghmc_mdecay": 0.05,
         "gp_lengthscale": 2.0,
         "gp_outputscale": 0.25,
         "gp_action_lengthscale": None,  # None: the action columns share gp_lengthscale (isotropic)
