@@ -18,7 +18,8 @@ Each setting is one line of JSON (test RMSE / NLL in original units, R-hat, ESS,
 to ``--out``.  Example (docs/sgmcmc_diagnosis.md, "Function-space R-hat: what it takes")::
 
     python -m benchmarks.uci_cyclical_rhat --dataset boston --split 0 --peak 5e-2 --cycle 2000 \\
-        --exploration 0.9 --draws 160 --thin 50 --data ../shared/data
+        --exploration 0.9 --draws 160 --thin 50 --data ../shared/data --out runs.jsonl
+    python -m benchmarks.uci_cyclical_rhat --out runs.jsonl --plot cyclical_rhat.png
 """
 
 from __future__ import annotations
@@ -61,7 +62,9 @@ def run(args: argparse.Namespace) -> dict:
             holdout=c["map_holdout"],
             patience=c["map_patience"],
         )
-        rule = FunctionSpaceConvergence(post, data.x_test[: c["check_inputs"]], rhat=1.1, ess=100, min_draws=10)
+        rule = FunctionSpaceConvergence(
+            post, data.x_test[: c["check_inputs"]], rhat=1.1, ess=100, min_draws=10
+        )
         step = CosineCycle(args.peak / n, args.cycle, args.exploration)
         s = sample(
             PreconditionedSGLD(step, alpha=c["sgld_alpha"]),
@@ -99,6 +102,49 @@ def run(args: argparse.Namespace) -> dict:
     }
 
 
+# The bench's split-0 cells drawn beside the cyclical runs (docs/results/uci/<set>.jsonl).
+REFERENCES = (("sgld", 5, "pSGLD, protocol 5", "s"), ("sghmc", 4, "SGHMC, protocol 4", "^"))
+CELL_FILES = {"boston": "boston", "yacht": "yacht", "concrete": "concrete"}
+
+
+def plot(records: list[dict], cells_dir: Path, png: Path) -> None:
+    """Test NLL against function-space R-hat, one panel per data set: each cyclical setting, and
+    the bench's protocol 4 / 5 SG cells and protocol 6 NUTS cell of the same split."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sets = sorted({r["dataset"] for r in records}, key=list(CELL_FILES).index)
+    fig, axes = plt.subplots(1, len(sets), figsize=(4.2 * len(sets), 3.6), squeeze=False)
+    for ax, ds in zip(axes[0], sets):
+        mine = [r for r in records if r["dataset"] == ds]
+        ax.scatter([r["rhat"] for r in mine], [r["nll"] for r in mine], c="C0", label="cyclical pSGLD")
+        for r in mine:
+            ax.annotate(
+                f"{r['peak']:g}/{r['cycle']}/{r['cycles']:.0f}" + ("x8" if r["chains"] == 8 else ""),
+                (r["rhat"], r["nll"]),
+                fontsize=6,
+                xytext=(3, 2),
+                textcoords="offset points",
+            )
+        split = mine[0]["split"]
+        cells = [json.loads(line) for line in (cells_dir / f"{CELL_FILES[ds]}.jsonl").open()]
+        refs = [(m, v, label, mk) for m, v, label, mk in REFERENCES] + [("nuts", 6, "NUTS, 4 chains", "D")]
+        for method, version, label, marker in refs:
+            for c in cells:
+                if c["split"] == split and c["method"] == method and c.get("protocol") == version:
+                    ax.scatter([c["rhat"]], [c["nll"]], marker=marker, c="C3", label=label)
+        ax.axvline(1.1, color="grey", lw=0.8, ls="--")
+        ax.set_xlabel("function-space R-hat (max over 100 test inputs)")
+        ax.set_ylabel("test NLL (original units)")
+        ax.set_title(f"{ds}, split {split}")
+        ax.legend(fontsize=6)
+    fig.suptitle("labels: peak a / cycle length L / cycles per chain", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(png, dpi=130)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--dataset", default="boston")
@@ -112,7 +158,13 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--data", default=None)
     p.add_argument("--out", default="uci_cyclical_rhat.jsonl")
+    p.add_argument("--plot", default=None, metavar="PNG", help="run nothing: plot --out's records into PNG")
+    p.add_argument("--cells", default="docs/results/uci", help="the bench's cells, for --plot")
     args = p.parse_args()
+    if args.plot:
+        records = [json.loads(line) for line in Path(args.out).open()]
+        plot(records, Path(args.cells), Path(args.plot))
+        return
     torch.set_num_threads(args.threads)
     rec = run(args)
     with Path(args.out).open("a") as f:

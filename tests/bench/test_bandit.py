@@ -164,6 +164,37 @@ def test_sghmc_agents_drift_like_the_sgld_agents_at_the_same_step():
 
 
 @needs_data
+@pytest.mark.parametrize("method", ["sgld", "sghmc", "fsgld", "fsghmc"])
+def test_the_adaptive_recipe_runs_psgld_and_scale_adapted_sghmc_adapting_online(method):
+    """sg_recipe "adaptive": (f)SGLD is pSGLD at psgld_step / n (rebuilt as the buffer grows),
+    (f)SGHMC scale-adapted SGHMC whose mass keeps adapting (no warm-up end in a bandit)."""
+    from bnnkit.data.mushroom import load_mushroom
+    from bnnkit.sgmcmc import AdaptiveSGHMC, PreconditionedSGLD
+
+    contexts, _ = load_mushroom(DATA)
+    cfg = {**bandit.DEFAULTS, **bandit.QUICK, "sg_recipe": "adaptive"}
+    agent = bandit._make_agent(method, 119, cfg, 0, bandit.attribute_blocks(contexts))
+    buf, gen = Buffer(8, 119), torch.Generator().manual_seed(0)
+    v_hats = []
+    for i in range(6):
+        buf.add(torch.cat([contexts[i], torch.tensor([1.0, 0.0])]), 0.25)
+        agent.update(buf, cfg, gen)
+        alg = agent.algorithm(buf.size)
+        if method.endswith("sghmc"):
+            assert isinstance(alg, AdaptiveSGHMC) and alg.step_size == cfg["asghmc_step"]
+            assert bool(agent.state.adapting)
+            v_hats.append(agent.state.square_avg.clone())
+        else:
+            assert isinstance(alg, PreconditionedSGLD)
+            assert alg.step_size(0) == pytest.approx(cfg["psgld_step"] / buf.size)
+    if v_hats:  # the mass estimate moves after the first step: it is not frozen
+        assert not torch.equal(v_hats[0], v_hats[-1])
+    assert agent.finite() and agent.act(contexts[0], gen) in (EAT, REJECT)
+    with pytest.raises(BnnkitError, match="sg_recipe must be 'plain' or 'adaptive'"):
+        bandit._make_agent(method, 119, {**cfg, "sg_recipe": "fast"}, 0, bandit.attribute_blocks(contexts))
+
+
+@needs_data
 def test_sghmc_agent_plays_a_short_run():
     from bnnkit.data.mushroom import load_mushroom
 

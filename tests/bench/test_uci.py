@@ -327,7 +327,7 @@ def test_gp_fit_subset_is_seeded_by_split_and_older_cells_are_reused_only_where_
     assert uci._same_run({**wine, "protocol": 3}, 5, False, False)
     # a protocol's cells count for a later one where only other methods' recipes changed: sghmc's
     # protocol-4 cells are protocol 5's, its protocol-3 cells are not; sgld changed in 5
-    assert uci.PROTOCOL == 5
+    assert uci.PROTOCOL == 6
     sghmc = {**cell, "method": "sghmc"}
     assert uci._same_run({**sghmc, "protocol": 4}, 5, False, False)
     assert not uci._same_run({**sghmc, "protocol": 3}, 5, False, False)
@@ -378,7 +378,7 @@ def test_protocol_5_runs_sgld_and_fsgld_as_psgld_from_map_warm_starts(tmp_path, 
     a = uci.QUICK_PROTOCOL.config()["adaptive"]
     assert [type(u) for u in used] == [PreconditionedSGLD, PreconditionedSGLD, AdaptiveSGHMC]
     for c in rep["cells"]:
-        assert c["protocol"] == 5 and c["tuned"] is False and c["stopped"] is not None and c["map_steps"]
+        assert c["protocol"] == 6 and c["tuned"] is False and c["stopped"] is not None and c["map_steps"]
         assert math.isfinite(c["rmse"]) and c["rhat"] is not None
         if c["method"] != "sghmc":
             assert c["step_size"] == pytest.approx(a["sgld_step_size"] / uci.QUICK_PROTOCOL.max_rows)

@@ -129,7 +129,7 @@ def test_run_uci_arrays_runs_the_protocol_on_arrays_in_memory(tmp_path):
 
 
 def test_the_protocol_is_one_frozen_versioned_config():
-    assert FULL_PROTOCOL.version == uci.PROTOCOL == 5
+    assert FULL_PROTOCOL.version == uci.PROTOCOL == 6
     with pytest.raises(dataclasses.FrozenInstanceError):
         FULL_PROTOCOL.burn_in = 10  # type: ignore[misc]
     with pytest.raises(TypeError):
@@ -143,9 +143,9 @@ def test_the_protocol_is_one_frozen_versioned_config():
         FULL_PROTOCOL.replace(epochs=3)
     # a changed protocol must say so by its version, or its cells would pass for the bench's
     wider = FULL_PROTOCOL.replace(hidden=50)
-    with pytest.raises(BnnkitError, match=r"\['hidden'\] but keeps its version 5"):
+    with pytest.raises(BnnkitError, match=r"\['hidden'\] but keeps its version 6"):
         run_uci(["boston"], ["sgld"], out="unused", protocol=wider)
-    assert isinstance(wider.replace(version=6), UCIProtocol)
+    assert isinstance(wider.replace(version=7), UCIProtocol)
 
 
 def test_cells_are_matched_on_the_protocol_version():
@@ -154,17 +154,22 @@ def test_cells_are_matched_on_the_protocol_version():
     assert not uci._same_run({**cell, "protocol": 3}, 0, False, False, version=4)
     assert uci._same_run({**cell, "protocol": 4}, 0, False, False, version=4)
     assert not uci._same_run({**cell, "protocol": 4}, 0, False, False, version=3)
-    # protocol 4 changed only sghmc's recipe and 5 only sgld's: bbb's protocol-3 cells are protocol-4
-    # and -5 cells; a version the bench does not know counts no earlier cell
+    # protocol 4 changed only sghmc's recipe, 5 only sgld's and 6 only nuts': bbb's protocol-3 cells
+    # are protocol-4, -5 and -6 cells; a version the bench does not know counts no earlier cell
     bbb = {**cell, "method": "bbb", "protocol": 3}
-    assert uci._same_run(bbb, 0, False, False, version=4) and uci._same_run(bbb, 0, False, False, version=5)
-    assert not uci._same_run(bbb, 0, False, False, version=6)
-    assert uci._same_run({**cell, "protocol": 4}, 0, False, False, version=5)
+    assert all(uci._same_run(bbb, 0, False, False, version=v) for v in (4, 5, 6))
+    assert not uci._same_run(bbb, 0, False, False, version=7)
+    assert uci._same_run({**cell, "protocol": 4}, 0, False, False, version=6)
+    nuts = {**cell, "method": "nuts", "protocol": 3}
+    assert uci._same_run(nuts, 0, False, False, version=5) and not uci._same_run(nuts, 0, False, False)
+    assert uci._same_run({**nuts, "protocol": 6}, 0, False, False)
     # protocol 2 cells of a set without a GP subset count as protocol 3 (and, but for sghmc, 4)
     boston = {**cell, "dataset": "bostonHousing", "protocol": 2}
     assert uci._same_run(boston, 0, False, False, version=3) and not uci._same_run(boston, 0, False, False)
-    assert uci._same_run({**boston, "method": "nuts"}, 0, False, False)
-    assert not uci._same_run({**cell, "dataset": "kin8nm", "method": "nuts", "protocol": 2}, 0, False, False)
+    assert uci._same_run({**boston, "method": "nuts"}, 0, False, False, version=5)
+    assert not uci._same_run({**boston, "method": "nuts"}, 0, False, False)
+    kin8nm_nuts = {**cell, "dataset": "kin8nm", "method": "nuts", "protocol": 2}
+    assert not uci._same_run(kin8nm_nuts, 0, False, False, version=5)
 
 
 def test_the_stored_cells_of_the_results_folder_stay_readable(tmp_path):
@@ -204,7 +209,7 @@ def test_protocol_3_stays_runnable_for_its_tables(tmp_path):
     and writes protocol-3 cells; the other versions are refused."""
     p3 = uci.stock_protocol(True, 3)
     assert p3.version == 3 and p3.config()["adaptive"] is None and uci.stock_protocol(True) is QUICK_PROTOCOL
-    with pytest.raises(BnnkitError, match="runs protocol 5, 4 or 3"):
+    with pytest.raises(BnnkitError, match="runs protocol 6, 5, 4 or 3"):
         uci.stock_protocol(False, 2)
     g = torch.Generator().manual_seed(0)
     x = torch.randn(60, 3, generator=g)
@@ -214,3 +219,29 @@ def test_protocol_3_stays_runnable_for_its_tables(tmp_path):
     (cell,) = rep["cells"]
     assert cell["protocol"] == 3 and cell["step_size"] == p3.config()["step_size"]["sghmc"]
     assert "rhat" not in cell  # no convergence rule in protocol 3
+
+
+def test_protocol_6_runs_nuts_as_several_chains_and_reports_their_function_space_rhat(tmp_path, monkeypatch):
+    """nuts samples ``chains`` chains of ``draws`` draws each and the cell carries the function-space
+    R-hat / ESS of those chains at the test inputs; ``stock_protocol(quick, 5)`` keeps one chain."""
+    import bnnkit.bench.uci.inference as inference
+
+    p5 = uci.stock_protocol(True, 5)
+    assert p5.version == 5 and "chains" not in p5.config()["nuts"]
+    assert uci.stock_protocol(False, 5).config()["nuts"] == {"warmup": 300, "draws": 100, "max_tree_depth": 7}
+    full = FULL_PROTOCOL.config()["nuts"]
+    assert full["chains"] * full["draws"] >= 100 and full["chains"] >= 4
+    seen = []
+    real = inference.sample
+    monkeypatch.setattr(inference, "sample", lambda *a, **k: (seen.append(k), real(*a, **k))[1])
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(60, 3, generator=g)
+    y = x[:, 0] + 0.1 * torch.randn(60, generator=g)
+    kw = dict(splits=1, methods=["nuts"], quick=True, progress=False, log=lambda s: None)
+    (cell,) = run_uci_arrays(x, y, out=tmp_path / "6", **kw)["cells"]
+    q = QUICK_PROTOCOL.config()["nuts"]
+    assert seen[-1]["num_chains"] == q["chains"] == 2 and seen[-1]["num_samples"] == q["draws"]
+    assert cell["protocol"] == 6 and cell["draws_per_chain"] == q["draws"] and cell["stopped"] == "fixed length"
+    assert cell["rhat"] >= 1.0 and cell["ess"] > 0
+    (old,) = run_uci_arrays(x, y, out=tmp_path / "5", protocol=p5, **kw)["cells"]
+    assert seen[-1]["num_chains"] == 1 and old["protocol"] == 5 and "rhat" not in old

@@ -69,6 +69,13 @@ Agent (bnnkit's choices where the paper is silent; the report lists every value 
   momentum decay ``a = sghmc_momentum_decay = 0.1`` and learning rate ``a eps / 2`` for the step
   ``eps`` of sgld / fsgld, so the settled momentum moves the chain as far per step as (f)SGLD;
   the momentum is kept across interactions;
+- ``sg_recipe = "adaptive"`` (default ``"plain"``, everything above) gives the four SG agents the
+  UCI bench's SG recipe instead: (f)SGLD is preconditioned SGLD (RMSprop decay ``psgld_alpha =
+  0.99``) at ``eps = psgld_step / n`` with ``psgld_step = 1e-3``, (f)SGHMC scale-adapted SGHMC at
+  ``asghmc_step = 3e-3``, ``asghmc_mdecay = 0.05``, whose mass estimate keeps adapting for the
+  whole run (the target changes with every interaction, so there is no end of warm-up at which to
+  freeze it).  The noise stays fixed at ``noise`` for every agent (sampling it would give the SG
+  agents another model than the others');
 - bbb: Bayes by Backprop, mean-field Gaussian q over the same network and prior as sgld, Adam
   (lr 3e-3) on ``-(n/M E_q[log p(batch)] - KL) / n`` with the local reparameterisation,
   ``init_sigma = 0.01``, ``bbb_updates = 8`` steps per interaction (with 2, q lags the data and

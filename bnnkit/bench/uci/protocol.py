@@ -345,8 +345,8 @@ QUICK = {
 QUICK_PROTOCOL = FULL_PROTOCOL.replace(**QUICK)
 # nuts before protocol 6: one chain of 100 draws (the quick one of 10).
 _ONE_CHAIN_NUTS = {
-    False: _table(warmup=300, draws=100, max_tree_depth=7),
-    True: _table(warmup=30, draws=10, max_tree_depth=4),
+    False: _frozen({"warmup": 300, "draws": 100, "max_tree_depth": 7}),
+    True: _frozen({"warmup": 30, "draws": 10, "max_tree_depth": 4}),
 }
 # The full protocol as a dict (what the runner reads; "tune" None: no tuning).
 DEFAULTS = FULL_PROTOCOL.config()
