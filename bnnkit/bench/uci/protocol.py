@@ -40,7 +40,10 @@ every one):
   (protocol 4 ran them by protocol 3's recipe, below);
 - asghmc: protocol 3's scale-adapted SGHMC cell (eps 3e-2, cold start from a prior draw),
   kept for comparison;
-- nuts: full-batch NUTS (the gold standard on small sets), N(0, 1) prior; ``hmc`` is accepted as
+- nuts: full-batch NUTS (the gold standard on small sets), N(0, 1) prior, the noise precision
+  sampled; 4 chains of 25 draws, each after its own 300 warm-up transitions (protocols 3-5: one
+  chain of 100), the function-space R-hat / ESS of the chains at the first 100 test inputs
+  recorded as the adaptive cells' are (reported, not a stopping rule); ``hmc`` is accepted as
   an alias (the gold standard is run with NUTS, and the report says so);
 - the VI baselines (below): Adam on minibatches of 32 for ``epochs`` epochs, but at most
   ``max_steps`` optimiser steps (only protein reaches the cap: 77 epochs of bbb instead of 300),

@@ -277,7 +277,8 @@ def _report(
         "model are unknown, so a difference may come from protocol, not method).",
         *[
             f"`{a}` is an alias of `{t}`: the gold standard is run with NUTS (full-batch No-U-Turn HMC, "
-            f"{cfg['nuts']['warmup']} warm-up steps, {cfg['nuts']['draws']} draws, tree depth <= "
+            f"{cfg['nuts'].get('chains', 1)} chain(s), each {cfg['nuts']['warmup']} warm-up steps and "
+            f"{cfg['nuts']['draws']} draws, tree depth <= "
             f"{cfg['nuts']['max_tree_depth']}); its rows read `{a} (NUTS)`."
             for t, a in aliased.items()
         ],
