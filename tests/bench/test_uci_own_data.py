@@ -241,7 +241,9 @@ def test_protocol_6_runs_nuts_as_several_chains_and_reports_their_function_space
     (cell,) = run_uci_arrays(x, y, out=tmp_path / "6", **kw)["cells"]
     q = QUICK_PROTOCOL.config()["nuts"]
     assert seen[-1]["num_chains"] == q["chains"] == 2 and seen[-1]["num_samples"] == q["draws"]
-    assert cell["protocol"] == 6 and cell["draws_per_chain"] == q["draws"] and cell["stopped"] == "fixed length"
+    assert (
+        cell["protocol"] == 6 and cell["draws_per_chain"] == q["draws"] and cell["stopped"] == "fixed length"
+    )
     assert cell["rhat"] >= 1.0 and cell["ess"] > 0
     (old,) = run_uci_arrays(x, y, out=tmp_path / "5", protocol=p5, **kw)["cells"]
     assert seen[-1]["num_chains"] == 1 and old["protocol"] == 5 and "rhat" not in old
