@@ -108,13 +108,14 @@ CELL_FILES = {"boston": "boston", "yacht": "yacht", "concrete": "concrete"}
 
 
 def plot(records: list[dict], cells_dir: Path, png: Path) -> None:
-    """Test NLL against function-space R-hat, one panel per data set: each cyclical setting, and
-    the bench's protocol 4 / 5 SG cells and protocol 6 NUTS cell of the same split."""
+    """Test NLL against function-space R-hat on split 0, one panel per data set: each cyclical
+    setting, and the bench's protocol 4 / 5 SG cells and protocol 6 NUTS cell of that split."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    records = [r for r in records if r["split"] == 0]
     sets = sorted({r["dataset"] for r in records}, key=list(CELL_FILES).index)
     fig, axes = plt.subplots(1, len(sets), figsize=(4.2 * len(sets), 3.6), squeeze=False)
     for ax, ds in zip(axes[0], sets):
