@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> dict:
 
 # The bench's split-0 cells drawn beside the cyclical runs (docs/results/uci/<set>.jsonl).
 REFERENCES = (("sgld", 5, "pSGLD, protocol 5", "s"), ("sghmc", 4, "SGHMC, protocol 4", "^"))
-CELL_FILES = {"boston": "boston", "yacht": "yacht", "concrete": "concrete"}
+CELL_FILES = {"boston": "boston", "yacht": "yacht", "concrete": "concrete", "energy": "energy"}
 
 
 def plot(records: list[dict], cells_dir: Path, png: Path) -> None:
