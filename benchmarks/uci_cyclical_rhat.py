@@ -32,10 +32,9 @@ from pathlib import Path
 import torch
 
 from bnnkit import sample
-from bnnkit.bench.uci.inference import _sampler_posterior, predictive
+from bnnkit.bench.uci.inference import _sampler_posterior, map_warm_start, predictive
 from bnnkit.bench.uci.runner import _config
 from bnnkit.core.random import global_rng_seeded
-from bnnkit.core.warm_start import map_init
 from bnnkit.data import Minibatches, load_uci
 from bnnkit.diagnostics import FunctionSpaceConvergence
 from bnnkit.predict.metrics import rmse
@@ -52,16 +51,7 @@ def run(args: argparse.Namespace) -> dict:
     t0 = time.perf_counter()
     with global_rng_seeded(args.split):  # the network's initial layout, as the bench's cells
         post = _sampler_posterior(x, cfg, None, functional=False)
-        init = map_init(
-            post,
-            (x, y),
-            steps=c["map_max_steps"],
-            lr=c["map_lr"],
-            batch_size=cfg["batch_size"],
-            start=c["map_start"],
-            holdout=c["map_holdout"],
-            patience=c["map_patience"],
-        )
+        init = map_warm_start(post, x, y, cfg, functional=False)
         rule = FunctionSpaceConvergence(
             post, data.x_test[: c["check_inputs"]], rhat=1.1, ess=100, min_draws=10
         )

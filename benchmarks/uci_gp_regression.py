@@ -55,14 +55,7 @@ def main() -> None:
         for split in range(min(args.splits, src.num_splits())):
             data = src.load(split)
             gp = GPPrior("rbf", input_dim=data.x_train.shape[1], jitter=1e-4)
-            fitted = gp.fit(  # as the bench fits it for the functional cells of this split
-                data.x_train,
-                data.y_train,
-                num_steps=cfg["gp_fit_steps"],
-                max_points=cfg["gp_fit_max_points"],
-                generator=torch.Generator().manual_seed(split),
-                progress=False,
-            )
+            fitted = runner._fit_split_gp(gp, data, cfg, split)  # the bench's fit (seed 0 + split)
             mean, var = gp_predict(gp, fitted["noise_variance"], data.x_train, data.y_train, data.x_test)
             err = data.unnormalise_y(mean.float()) - data.unnormalise_y(data.y_test)
             lp = torch.distributions.Normal(mean, var.sqrt()).log_prob(data.y_test.double()).float()

@@ -97,19 +97,18 @@ class _SGMCMCAgent:
     """Thompson sampling with the current state of an SG-MCMC chain ((f)SGLD, (f)SGHMC).
 
     ``algorithm(n)`` is the algorithm at buffer size ``n``; it is rebuilt whenever ``n`` changes
-    (its step may depend on ``n``), and the chain's state carries over.  ``adapt``: the state's
-    ``adapting`` flag is set after ``init`` and never cleared, so scale-adapted SGHMC keeps
-    estimating its mass online (the target moves with every interaction: there is no end of
-    warm-up to freeze it at).
+    (its step may depend on ``n``), and the chain's state carries over.  A state with an
+    ``adapting`` flag (scale-adapted SGHMC) has it set after ``init`` and never cleared, so the
+    kernel keeps estimating its mass online (the target moves with every interaction: there is no
+    end of warm-up to freeze it at).
     """
 
-    def __init__(self, posterior: Any, algorithm: Callable[[int], Any], x0: Tensor, adapt: bool = False):
+    def __init__(self, posterior: Any, algorithm: Callable[[int], Any], x0: Tensor):
         # the posterior at the buffer's current size: the data size N of the N/M scaling is fixed
         # per posterior, so update() takes posterior.with_num_data(n) (and its target) as n grows
         self.posterior = posterior
         self.target = posterior.target()
         self.algorithm = algorithm
-        self.adapt = adapt
         self.state: Any = None
         self.x0 = x0
         self._n = -1
@@ -126,7 +125,7 @@ class _SGMCMCAgent:
             batch = buf.sample(cfg["batch_size"], gen)
             if self.state is None:
                 self.state = self._kernel.init(self.x0, batch)
-                if self.adapt:
+                if hasattr(self.state, "adapting"):
                     self.state = self.state._replace(adapting=torch.tensor(True))
             self.state, _ = self._kernel.step(self.state, batch, gen)
 
@@ -311,10 +310,7 @@ def _sg_algorithm(method: str, cfg: dict, lr: float, max_step: float) -> Callabl
 
 
 def _sg_agent(method: str, post: Any, cfg: dict, lr: float, max_step: float) -> _SGMCMCAgent:
-    adapt = cfg["sg_recipe"] == "adaptive" and method in MOMENTUM
-    return _SGMCMCAgent(
-        post, _sg_algorithm(method, cfg, lr, max_step), post.initial_position("module"), adapt
-    )
+    return _SGMCMCAgent(post, _sg_algorithm(method, cfg, lr, max_step), post.initial_position("module"))
 
 
 def _make_agent(method: str, d: int, cfg: dict, seed: int, blocks: list[tuple[int, int]]) -> Any:

@@ -143,6 +143,27 @@ def _choose_step(rows: Sequence[dict[str, Any]]) -> float:
     return min(finite, key=lambda r: r["heldout_nll"])["setting"]["step_size"]
 
 
+def map_warm_start(post: Any, x: torch.Tensor, y: torch.Tensor, cfg: dict, functional: bool) -> Any:
+    """The ``adaptive`` table's per-chain MAP warm starts (``map_init`` with the table's settings):
+    Adam from PyTorch's default initialisation, stopped early on a held-out share of the rows.
+    Also used by ``benchmarks/uci_cyclical_rhat.py``."""
+    from ...core.warm_start import map_init
+
+    c = cfg["adaptive"]
+    return map_init(
+        post,
+        (x, y),
+        steps=c["map_max_steps"],
+        lr=c["map_lr"],
+        batch_size=min(cfg["batch_size"], x.shape[0]),
+        start=c["map_start"],
+        # the functional prior's exact log density sums every Vecchia factor: use the step's estimate
+        gradient="stochastic" if functional else "exact",
+        holdout=c["map_holdout"],
+        patience=c["map_patience"],
+    )
+
+
 def _adaptive(method: str, data: Any, cfg: dict, gp: Any, seed: int, progress: bool) -> tuple[Posterior, Any]:
     """A cell of the ``adaptive`` table (protocols 4 and 5): sghmc / fsghmc run scale-adapted SGHMC,
     sgld / fsgld preconditioned SGLD, from per-chain MAP warm starts,
@@ -150,7 +171,6 @@ def _adaptive(method: str, data: Any, cfg: dict, gp: Any, seed: int, progress: b
     thresholds or the draw budget is spent.  fsghmc and fsgld sample the functional posterior with
     the fitted GP prior in its Vecchia form.  The draws' ``config["convergence"]`` holds the last
     R-hat and ESS and what stopped the run."""
-    from ...core.warm_start import map_init
     from ...diagnostics import FunctionSpaceConvergence
     from ...sgmcmc import AdaptiveSGHMC, PreconditionedSGLD
 
@@ -162,18 +182,7 @@ def _adaptive(method: str, data: Any, cfg: dict, gp: Any, seed: int, progress: b
         raise BnnkitError(f"the adaptive table's prior_form must be 'vecchia', got {c['prior_form']!r}.")
     post = _sampler_posterior(x, cfg, gp, functional=functional, vecchia=True)
     bs = min(cfg["batch_size"], n)
-    init = map_init(
-        post,
-        (x, y),
-        steps=c["map_max_steps"],
-        lr=c["map_lr"],
-        batch_size=bs,
-        start=c["map_start"],
-        # the functional prior's exact log density sums every Vecchia factor: use the step's estimate
-        gradient="stochastic" if functional else "exact",
-        holdout=c["map_holdout"],
-        patience=c["map_patience"],
-    )
+    init = map_warm_start(post, x, y, cfg, functional)
     rule = FunctionSpaceConvergence(
         post, data.x_test[: c["check_inputs"]], rhat=c["rhat"], ess=c["ess"], min_draws=c["min_draws"]
     )

@@ -125,7 +125,6 @@ PROTOCOL = 6
 CHANGED_IN = {4: frozenset({"sghmc", "fsghmc"}), 5: frozenset({"sgld", "fsgld"}), 6: frozenset({"nuts"})}
 # The versions that moved methods into the ``adaptive`` table (6 changed nuts, which it does not run).
 _JOINED_ADAPTIVE = (4, 5)
-ADAPTIVE_METHODS = frozenset().union(*(CHANGED_IN[v] for v in _JOINED_ADAPTIVE))
 
 
 def adaptive_methods(version: int) -> frozenset[str]:
