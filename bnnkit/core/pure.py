@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .errors import BnnkitError
+from .fast_tanh import fast_tanh
 from .module_call import ACTIVATION_BACKWARD, mlp_layers
 from .target import Target
 from .types import Batch
@@ -32,7 +33,9 @@ def mlp_log_prob(posterior: Any) -> Callable[[Tensor, Batch], Tensor] | None:
     tanh / sigmoid / ReLU), or None where the posterior is something else.
 
     Same value as ``posterior.log_prob_flat``: ``(N/M) log p(y | f(x; w)) + log p(w)``, with the
-    forward written on views of the flat ``w`` instead of swapping them into the module.
+    forward written on views of the flat ``w`` instead of swapping them into the module; in
+    float32 its ``tanh`` is :func:`bnnkit.core.fast_tanh.fast_tanh` (at most 1.5 ulp from
+    ``torch.tanh``, a fifth of a full-batch gradient's time less inside a compiled block).
     """
     if getattr(posterior, "d_net", None) != getattr(getattr(posterior, "view", None), "size", -1):
         return None  # extras (a learnt noise or prior scale)
@@ -45,7 +48,7 @@ def mlp_log_prob(posterior: Any) -> Callable[[Tensor, Batch], Tensor] | None:
             view.slice(w),
             shape,
             None if b is None else view.slice(b),
-            None if act is None else ACTIVATION_BACKWARD[act][0],
+            None if act is None else (fast_tanh if act is nn.Tanh else ACTIVATION_BACKWARD[act][0]),
         )
         for w, b, shape, act in found
     ]

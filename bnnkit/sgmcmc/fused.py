@@ -261,6 +261,16 @@ def _make_step(upd: _Update, grad_and_value: Callable) -> Callable:
     return step_hmc
 
 
+def _summed(step: Callable) -> Callable:
+    """``step`` returning ``sum(w')`` (enough to tell a finite step) instead of ``w'``."""
+
+    def step_sums(carry, xs, *consts):
+        carry, (x, lp) = step(carry, xs, *consts)
+        return carry, (x.sum(), lp)
+
+    return step_sums
+
+
 def _noise_scale(upd: _Update, eps: float) -> float:
     if upd.kind == "sgld":
         return math.sqrt(eps * upd.temperature)
@@ -272,6 +282,7 @@ def _noise_scale(upd: _Update, eps: float) -> float:
 
 
 # --------------------------------------------------------------------------- the fused kernel
+_SPARSE_KEEP = 2  # blocks keeping at most this many draws skip the per-step positions (_run_sparse)
 @dataclass(frozen=True)
 class Fused:
     """An SG-MCMC algorithm run ``block`` steps per compiled call.
@@ -374,6 +385,8 @@ class FusedKernel:
             self._block = torch.compile(unrolled, dynamic=False)
         else:
             self._block, self._code = compile_scan(step, fused.cpp_wrapper)
+            # the same scan returning sum(w') per step instead of w' (compiled on first use)
+            self._block_sums = compile_scan(_summed(step), fused.cpp_wrapper)[0]
 
     def init(self, position: Tensor, batch: Batch) -> Any:
         return self.kernel.init(position, batch)
@@ -391,24 +404,23 @@ class FusedKernel:
         )
         idx: list[Tensor] = []
         stream: list[Batch] = []
-        eps, scale, collect = [], [], []
+        steps = range(start, start + num_steps)
+        if type(sched) is Constant:  # no per-step schedule calls (the common case)
+            e = sched.step_size
+            eps, collect, scale = [e] * num_steps, [True] * num_steps, [_noise_scale(upd, e)] * num_steps
+        else:
+            eps, collect = [sched(t) for t in steps], [sched.sampling(t) for t in steps]
+            scale = [_noise_scale(upd, e) if c else 0.0 for e, c in zip(eps, collect)]
         # Normals written in place: one randn(D) per noisy step, as kernel.step draws them.
         xi = torch.empty((num_steps, *like.shape), dtype=like.dtype, device=like.device)
-        for j, t in enumerate(range(start, start + num_steps)):
-            if gather:
-                idx.append(rows.next(gen))
-            else:
-                stream.append(batches.next(gen))
-            e = sched(t)
-            noisy = sched.sampling(t)
-            eps.append(e)
-            collect.append(noisy)
+        shape, nxt = like.shape, (rows if gather else batches).next
+        add = idx.append if gather else stream.append
+        for row, noisy in zip(xi.unbind(0), collect):
+            add(nxt(gen))
             if noisy:
-                scale.append(_noise_scale(upd, e))
-                torch.randn(like.shape, generator=gen, out=xi[j])
+                torch.randn(shape, generator=gen, out=row)
             else:
-                scale.append(0.0)
-                xi[j].zero_()
+                row.zero_()
         if gather:
             segments = _segments([i.shape[0] for i in idx])
             data = []
@@ -475,18 +487,31 @@ class FusedKernel:
             var = inv_mass * self.update.drift_coef - self.update.correction
             consts = (inv_mass, var.clamp_min(0.0).sqrt())
             self._clipped = (var <= 0).to(x.dtype).mean(-1)
-        pos, lps = [], []
-        for a, b, batch in segs:
-            args = (batch, eps[a:b], scale[a:b], xi[a:b])
-            if self.loop == "scan":  # one compiled graph for every block length
-                carry, (p, lp) = call_scan(self._block, self._code, carry, args, consts)
-            else:
-                carry, p, lp = self._block(carry, args, consts)
-            pos.append(p)
-            lps.append(lp)
-        positions = pos[0] if len(pos) == 1 else torch.cat(pos)
-        log_density = lps[0] if len(lps) == 1 else torch.cat(lps)
-        keep_t = torch.as_tensor(list(keep), dtype=torch.long)
+        keep = list(keep)
+        keep_t = torch.as_tensor(keep, dtype=torch.long)
+        sparse = None
+        if self.loop == "scan" and len(keep) <= _SPARSE_KEEP:
+            sparse = self._run_sparse(carry, consts, segs, eps, scale, xi, keep)
+        if sparse is not None:
+            carry, kept_pos, kept_lp = sparse
+            num_finite, bad = num_steps, None
+        else:  # every step's position comes back (also where a sparse block met a non-finite step)
+            pos, lps = [], []
+            for a, b, batch in segs:
+                args = (batch, eps[a:b], scale[a:b], xi[a:b])
+                if self.loop == "scan":  # one compiled graph for every block length
+                    carry, (p, lp) = call_scan(self._block, self._code, carry, args, consts)
+                else:
+                    carry, p, lp = self._block(carry, args, consts)
+                pos.append(p)
+                lps.append(lp)
+            positions = pos[0] if len(pos) == 1 else torch.cat(pos)
+            log_density = lps[0] if len(lps) == 1 else torch.cat(lps)
+            num_finite = leading_finite(positions, log_density)
+            bad = None
+            if num_finite < num_steps:
+                bad = (positions[num_finite], log_density[num_finite], eps[num_finite])
+            kept_pos, kept_lp = positions[keep_t], log_density[keep_t]
         it = state.iteration + num_steps
         last_eps = eps[-1].clone()
         if kind == "sgld":
@@ -497,13 +522,34 @@ class FusedKernel:
             new = state._replace(position=carry[0], momentum=carry[1], iteration=it)
         else:
             new = SGHMCState(carry[0], carry[1], state.noise_var, it, last_eps)
-        num_finite = leading_finite(positions, log_density)
-        bad = None
-        if num_finite < num_steps:
-            bad = (positions[num_finite], log_density[num_finite], eps[num_finite])
-        return BlockOutput(
-            new, positions[keep_t], log_density[keep_t], eps[keep_t], num_steps, num_finite, bad
-        )
+        return BlockOutput(new, kept_pos, kept_lp, eps[keep_t], num_steps, num_finite, bad)
+
+    def _run_sparse(self, carry, consts, segs, eps, scale, xi, keep):
+        """The block through the scan that returns per step only ``sum(w')`` and the log density,
+        cut after each kept step (whose position is then the carry): with few draws kept per
+        block this skips writing and re-reading every step's position ([T, D] floats, which
+        left the cache at T = 128 and cost about 5 us per step on the peers' MLP).  Returns
+        ``(carry, kept positions, kept log densities)``, or None where a step is not finite (the
+        caller then runs the block again with every position, to find and report it)."""
+        num_steps = eps.shape[0]
+        cuts = sorted({0, num_steps, *(k + 1 for k in keep), *(a for a, _, _ in segs)})
+        kept: dict[int, Tensor] = {}
+        sums, lps = [], []
+        c = carry
+        for lo, hi in zip(cuts[:-1], cuts[1:]):
+            a, _, batch = next(seg for seg in segs if seg[0] <= lo < seg[1])
+            part = tuple(t[lo - a : hi - a] for t in batch) if isinstance(batch, tuple) else batch[lo - a : hi - a]
+            args = (part, eps[lo:hi], scale[lo:hi], xi[lo:hi])
+            c, (sm, lp) = call_scan(self._block_sums, self._code, c, args, consts)
+            sums.append(sm)
+            lps.append(lp)
+            kept[hi - 1] = c[0]
+        log_density = lps[0] if len(lps) == 1 else torch.cat(lps)
+        total = torch.cat(sums) + log_density.reshape(num_steps, -1).sum(-1)
+        if not bool(torch.isfinite(total).all()):
+            return None
+        positions = torch.stack([kept[k] for k in keep]) if keep else carry[0].new_empty((0, *carry[0].shape))
+        return c, positions, log_density[torch.as_tensor(keep, dtype=torch.long)]
 
     def kept_stats(self, out: BlockOutput, n: int | None = None) -> dict[str, Tensor]:
         """The first ``n`` (default all) kept draws' stats under the names, dtypes and order
@@ -552,8 +598,8 @@ def _index(batch: Any, t: int) -> Any:
 
 def _shape_key(batch: Any) -> tuple:
     if isinstance(batch, tuple):
-        return tuple(tuple(b.shape) for b in batch)
-    return tuple(batch.shape)
+        return tuple(b.shape for b in batch)
+    return batch.shape
 
 
 def _stack(batches: list[Any]) -> Any:

@@ -207,6 +207,34 @@ def test_compiled_scan_equals_step_at_a_time(name):
 
 
 @pytest.mark.slow
+def test_compiled_sparse_blocks_find_the_divergence_the_eager_loop_finds():
+    """A block that keeps at most two draws runs the scan that returns sum(w') per step
+    (FusedKernel._run_sparse); at a non-finite step it runs the block again with every position
+    and reports the same step and kept draws as the eager loop."""
+    torch._dynamo.reset()
+    target, y, _ = _gaussian_target()
+    errors = []
+    for loop in ("eager", "scan"):
+        gen = torch.Generator().manual_seed(0)
+        with pytest.raises(DivergenceError) as err:
+            run_fused(
+                SGLD(1.0),
+                target,
+                y,
+                num_samples=1000,
+                thin=40,
+                generator=gen,
+                init=torch.zeros(2, dtype=torch.float64),
+                block=64,
+                loop=loop,
+            )
+        errors.append(err.value)
+    assert errors[0].step == errors[1].step
+    (p0, _), (p1, _) = errors[0].partial[0], errors[1].partial[0]
+    torch.testing.assert_close(p1, p0, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.slow
 def test_compiled_scan_conjugate_gaussian():
     torch._dynamo.reset()
     eps = 0.01
