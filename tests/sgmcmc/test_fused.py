@@ -179,22 +179,22 @@ def test_sghmc_conjugate_gaussian_moments():
     _moments_check(SGHMC(eps, friction=c), "eager", 2000, 10, _sghmc_exact_var(eps, c))
 
 
-def test_divergence_raises_with_the_finite_draws():
+def _diverging_run(loop: str, thin: int = 1) -> DivergenceError:
+    """The error of an SGLD run whose step (1.0) is too large for the Gaussian target."""
     target, y, _ = _gaussian_target()
     gen = torch.Generator().manual_seed(0)
+    init = torch.zeros(2, dtype=torch.float64)
     with pytest.raises(DivergenceError) as err:
         run_fused(
-            SGLD(1.0),
-            target,
-            y,
-            num_samples=1000,
-            generator=gen,
-            init=torch.zeros(2, dtype=torch.float64),
-            block=64,
-            loop="eager",
+            SGLD(1.0), target, y, num_samples=1000, thin=thin, generator=gen, init=init, block=64, loop=loop
         )
-    ((positions, stats),) = err.value.partial.values()
-    assert 0 < err.value.step < 1000 and len(positions) == err.value.step
+    return err.value
+
+
+def test_divergence_raises_with_the_finite_draws():
+    err = _diverging_run("eager")
+    ((positions, stats),) = err.partial.values()
+    assert 0 < err.step < 1000 and len(positions) == err.step
     assert torch.isfinite(positions).all() and torch.isfinite(stats["log_density"]).all()
 
 
@@ -212,23 +212,7 @@ def test_compiled_sparse_blocks_find_the_divergence_the_eager_loop_finds():
     (FusedKernel._run_sparse); at a non-finite step it runs the block again with every position
     and reports the same step and kept draws as the eager loop."""
     torch._dynamo.reset()
-    target, y, _ = _gaussian_target()
-    errors = []
-    for loop in ("eager", "scan"):
-        gen = torch.Generator().manual_seed(0)
-        with pytest.raises(DivergenceError) as err:
-            run_fused(
-                SGLD(1.0),
-                target,
-                y,
-                num_samples=1000,
-                thin=40,
-                generator=gen,
-                init=torch.zeros(2, dtype=torch.float64),
-                block=64,
-                loop=loop,
-            )
-        errors.append(err.value)
+    errors = [_diverging_run(loop, thin=40) for loop in ("eager", "scan")]
     assert errors[0].step == errors[1].step
     (p0, _), (p1, _) = errors[0].partial[0], errors[1].partial[0]
     torch.testing.assert_close(p1, p0, rtol=1e-12, atol=1e-12)
