@@ -282,7 +282,11 @@ def _noise_scale(upd: _Update, eps: float) -> float:
 
 
 # --------------------------------------------------------------------------- the fused kernel
-_SPARSE_KEEP = 2  # blocks keeping at most this many draws skip the per-step positions (_run_sparse)
+# Blocks keeping at most this many draws skip the per-step positions (FusedKernel._run_sparse);
+# each kept draw costs one more compiled call (about 100 us), the skipped positions 2-6 us a step.
+_SPARSE_KEEP = 2
+
+
 @dataclass(frozen=True)
 class Fused:
     """An SG-MCMC algorithm run ``block`` steps per compiled call.
@@ -528,7 +532,7 @@ class FusedKernel:
         """The block through the scan that returns per step only ``sum(w')`` and the log density,
         cut after each kept step (whose position is then the carry): with few draws kept per
         block this skips writing and re-reading every step's position ([T, D] floats, which
-        left the cache at T = 128 and cost about 5 us per step on the peers' MLP).  Returns
+        left the cache at T = 128 and cost 2-6 us per step on the peers' MLP).  Returns
         ``(carry, kept positions, kept log densities)``, or None where a step is not finite (the
         caller then runs the block again with every position, to find and report it)."""
         num_steps = eps.shape[0]
@@ -538,7 +542,11 @@ class FusedKernel:
         c = carry
         for lo, hi in zip(cuts[:-1], cuts[1:]):
             a, _, batch = next(seg for seg in segs if seg[0] <= lo < seg[1])
-            part = tuple(t[lo - a : hi - a] for t in batch) if isinstance(batch, tuple) else batch[lo - a : hi - a]
+            part = (
+                tuple(t[lo - a : hi - a] for t in batch)
+                if isinstance(batch, tuple)
+                else batch[lo - a : hi - a]
+            )
             args = (part, eps[lo:hi], scale[lo:hi], xi[lo:hi])
             c, (sm, lp) = call_scan(self._block_sums, self._code, c, args, consts)
             sums.append(sm)
