@@ -60,7 +60,7 @@ from .driver import (
 )
 from .errors import BnnkitError
 
-AUTO_BLOCK = 64  # steps per call with fused=True: amortises the per-call cost
+AUTO_BLOCK = 128  # steps per call with fused=True: amortises the ~300 us per-call cost (docs/scaling.md)
 AUTO_BLOCK_ELEMENTS = 1 << 24  # and at most this many numbers in a block's [T, D] positions
 
 

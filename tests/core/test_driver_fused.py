@@ -263,7 +263,7 @@ def test_unsupported_combinations_are_refused():
 
 def test_automatic_block_size():
     alg = SGLD(1e-3)
-    assert fused_block(True, alg, False, 3401) == AUTO_BLOCK == 64
+    assert fused_block(True, alg, False, 3401) == AUTO_BLOCK == 128
     assert fused_block(True, alg, False, 1 << 20) == 16  # [T, D] at most 2**24 numbers
     assert fused_block(True, alg, False, 1 << 30) == 1
     assert fused_block(7, alg, False, 10) == 7
