@@ -10,7 +10,7 @@ Reads the ``uci.json`` a run (or a ``--from-cells`` rebuild) wrote and prints, i
 3. per split, the SG cells whose RMSE exceeds 1.2x MC dropout's on the same split;
 4. the convergence-checked cells' function-space R-hat: how many are <= 1.1.
 
-Run:  python -m benchmarks.uci_targets OUT/uci.json [--samplers sghmc,fsghmc,sgld,fsgld]
+Run:  python -m benchmarks.uci_targets OUT/uci.json [--samplers sghmc,fsghmc,sgld,csgld,fsgld]
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def mean_se(values: list[float]) -> tuple[float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("report", help="uci.json of bnnkit bench uci")
-    ap.add_argument("--samplers", default="sghmc,fsghmc,sgld,fsgld", help="the bnnkit sampler rows")
+    ap.add_argument("--samplers", default="sghmc,fsghmc,sgld,csgld,fsgld", help="the bnnkit sampler rows")
     a = ap.parse_args()
     rep = json.loads(open(a.report).read())
     samplers = [m for m in a.samplers.split(",") if m]

@@ -2,7 +2,7 @@
 
 Families:
 
-* ``"sg"``: SG-MCMC with a Gaussian weight prior (SGLD, SGHMC);
+* ``"sg"``: SG-MCMC with a Gaussian weight prior (SGLD, cyclical pSGLD, SGHMC);
 * ``"adaptive"``: scale-adapted SGHMC (one step for every set: no N scaling, no tuning);
 * ``"fsg"``: functional SG-MCMC with the fitted GP prior (fSGLD, fSGHMC);
 * ``"nuts"``: full-batch NUTS (UCI only);
@@ -22,6 +22,7 @@ from typing import Any
 
 FAMILY: dict[str, str] = {
     "sgld": "sg",
+    "csgld": "sg",  # cyclical pSGLD (the UCI bench's protocol 7)
     "sghmc": "sg",
     "asghmc": "adaptive",
     "fsgld": "fsg",

@@ -165,14 +165,15 @@ def map_warm_start(post: Any, x: torch.Tensor, y: torch.Tensor, cfg: dict, funct
 
 
 def _adaptive(method: str, data: Any, cfg: dict, gp: Any, seed: int, progress: bool) -> tuple[Posterior, Any]:
-    """A cell of the ``adaptive`` table (protocols 4 and 5): sghmc / fsghmc run scale-adapted SGHMC,
-    sgld / fsgld preconditioned SGLD, from per-chain MAP warm starts,
+    """A cell of the ``adaptive`` table (protocols 4, 5 and 7): sghmc / fsghmc run scale-adapted SGHMC,
+    sgld / fsgld preconditioned SGLD, csgld cyclical pSGLD, from per-chain MAP warm starts,
     until the function-space R-hat and ESS at the test inputs (inputs only) meet the table's
     thresholds or the draw budget is spent.  fsghmc and fsgld sample the functional posterior with
     the fitted GP prior in its Vecchia form.  The draws' ``config["convergence"]`` holds the last
     R-hat and ESS and what stopped the run."""
     from ...diagnostics import FunctionSpaceConvergence
     from ...sgmcmc import AdaptiveSGHMC, PreconditionedSGLD
+    from ...sgmcmc.schedules import CosineCycle
 
     c = cfg["adaptive"]
     x, y = data.x_train, data.y_train
@@ -183,31 +184,40 @@ def _adaptive(method: str, data: Any, cfg: dict, gp: Any, seed: int, progress: b
     post = _sampler_posterior(x, cfg, gp, functional=functional, vecchia=True)
     bs = min(cfg["batch_size"], n)
     init = map_warm_start(post, x, y, cfg, functional)
-    rule = FunctionSpaceConvergence(
-        post, data.x_test[: c["check_inputs"]], rhat=c["rhat"], ess=c["ess"], min_draws=c["min_draws"]
-    )
+    # burn-in, draws per chain, thinning, draws per check of the stopping rule
+    length = (c["burn_in"], c["draws"], c["thin"], c["min_draws"])
     if method in MOMENTUM:
-        step = c["step_size"]
+        step: Any = c["step_size"]
         algorithm: Any = AdaptiveSGHMC(step, mdecay=c["mdecay"])
+    elif method == "csgld":
+        # eps_t = (a / N) (cos(pi r_t) + 1) / 2 over cycles of L steps; one whole cycle of burn-in
+        step = c["cyclical_peak"] / n
+        schedule = CosineCycle(step, c["cyclical_cycle"], c["cyclical_exploration"])
+        algorithm = PreconditionedSGLD(schedule, alpha=c["sgld_alpha"])
+        length = (c["cyclical_cycle"], c["cyclical_draws"], c["cyclical_thin"], c["cyclical_min_draws"])
     else:
         step = c["sgld_step_size"] / n
         algorithm = PreconditionedSGLD(step, alpha=c["sgld_alpha"])
+    burn_in, draws, thin, check_every = length
+    rule = FunctionSpaceConvergence(
+        post, data.x_test[: c["check_inputs"]], rhat=c["rhat"], ess=c["ess"], min_draws=check_every
+    )
     s = sample_or_diverged(
         algorithm,
         post,
         Minibatches(x, y, batch_size=bs),
-        num_samples=c["draws"],
-        num_warmup=c["burn_in"],
-        thin=c["thin"],
+        num_samples=draws,
+        num_warmup=burn_in,
+        thin=thin,
         num_chains=c["chains"],
         chain_method="vectorized",
-        chunk_size=c["min_draws"],  # the rule is checked every chunk of kept draws
+        chunk_size=check_every,  # the rule is checked every chunk of kept draws
         init=init,
         stop_when=rule,
         seed=seed,
         progress=progress,
     )
-    s.config["step_size_used"] = step
+    s.config["step_size_used"] = step  # csgld: the peak step
     # (best step, steps run) of each chain's MAP phase
     map_steps = [list(v) for _, v in sorted(init.map_steps.items())]
     s.config["convergence"] = {**rule.last, "stopped": s.config.get("stopped"), "map_steps": map_steps}
@@ -238,7 +248,7 @@ def _run_method_seeded(method: str, data: Any, cfg: dict, noise: float, gp: Any,
     sg = dict(
         num_samples=cfg["draws"], num_warmup=cfg["burn_in"], thin=cfg["thin"], seed=seed, progress=progress
     )
-    if cfg.get("adaptive") and method in adaptive_methods(cfg["version"]):  # protocols 4 and 5
+    if cfg.get("adaptive") and method in adaptive_methods(cfg["version"]):  # protocols 4, 5 and 7
         return _adaptive(method, data, cfg, gp, seed, progress)
     if is_sg(method):
         eps = default_step_size(method, n, cfg)

@@ -89,6 +89,7 @@ from ..methods import MOMENTUM, methods_of
 
 METHODS = (
     "sgld",
+    "csgld",
     "sghmc",
     "asghmc",
     "fsgld",
@@ -102,7 +103,7 @@ METHODS = (
 )
 # Other names accepted by --methods: the issue calls the gold standard "hmc"; what runs is NUTS.
 ALIASES = {"hmc": "nuts"}
-SG_METHODS = methods_of("sg", "fsg")  # sgld, sghmc, fsgld, fsghmc
+SG_METHODS = methods_of("sg", "fsg")  # sgld, csgld, sghmc, fsgld, fsghmc
 VI_METHODS = methods_of("vi")  # bbb, fbnn, mcdropout, ensemble
 
 # The version of FULL_PROTOCOL.  Raised whenever a default changes what a cell's numbers are, so that
@@ -119,12 +120,21 @@ VI_METHODS = methods_of("vi")  # bbb, fbnn, mcdropout, ensemble
 # and convergence-based length; protocol 4's sghmc / fsghmc cells and the others' protocol-3 cells
 # are what protocol 5 gives.  6: nuts runs 4 chains of 25 draws each (was one chain of 100), the
 # draws the SG-MCMC issue's protocol asks of every sampler (>= 100 across >= 4 chains), and records
-# the function-space R-hat and ESS of its chains at the test inputs as the adaptive cells do.
-PROTOCOL = 6
+# the function-space R-hat and ESS of its chains at the test inputs as the adaptive cells do.  7: a
+# new method, csgld (cyclical pSGLD from the same MAP warm starts, the ``cyclical_*`` fields of the
+# ``adaptive`` table); every other method's cells are protocol 6's.
+PROTOCOL = 7
 # The methods each version changed (the cells of the version before are not its cells).
-CHANGED_IN = {4: frozenset({"sghmc", "fsghmc"}), 5: frozenset({"sgld", "fsgld"}), 6: frozenset({"nuts"})}
+CHANGED_IN = {
+    4: frozenset({"sghmc", "fsghmc"}),
+    5: frozenset({"sgld", "fsgld"}),
+    6: frozenset({"nuts"}),
+    7: frozenset({"csgld"}),
+}
 # The versions that moved methods into the ``adaptive`` table (6 changed nuts, which it does not run).
-_JOINED_ADAPTIVE = (4, 5)
+_JOINED_ADAPTIVE = (4, 5, 7)
+# Methods a version introduced: earlier versions have no recipe for them.
+INTRODUCED_IN = {"csgld": 7}
 
 
 def adaptive_methods(version: int) -> frozenset[str]:
@@ -242,6 +252,19 @@ class UCIProtocol:
         # 3e-3, test RMSE yacht 0.47 / 0.51 / 0.82, concrete 5.34 / 5.18 / 5.16, Boston 2.32 / 2.29.
         sgld_step_size=1e-3,
         sgld_alpha=0.99,
+        # csgld (protocol 7): pSGLD (alpha sgld_alpha) on a cosine cycle of cyclical_cycle steps,
+        # eps_t = (cyclical_peak / N) (cos(pi r_t) + 1) / 2; the first cyclical_exploration of each
+        # cycle explores (no noise, no draws), one whole cycle is the burn-in, draws thinned by
+        # cyclical_thin, at most cyclical_draws per chain, the stopping rule checked every
+        # cyclical_min_draws.  a = 5e-2, L = 2,000: the setting that reached R-hat <= 1.1 on Boston
+        # and concrete splits 0-4 at protocol 5's NLL (docs/sgmcmc_diagnosis.md); one setting for
+        # every set, as the rest of the table.
+        cyclical_peak=5e-2,
+        cyclical_cycle=2000,
+        cyclical_exploration=0.9,
+        cyclical_draws=160,
+        cyclical_thin=50,
+        cyclical_min_draws=10,
     )
     # max_steps caps the optimiser steps on large sets (protein: 300 epochs would be 386k steps);
     # no set up to kin8nm reaches the cap, so their runs are the plain epoch budget.
@@ -333,6 +356,12 @@ QUICK = {
         "prior_form": "vecchia",
         "sgld_step_size": 1e-3,
         "sgld_alpha": 0.99,
+        "cyclical_peak": 5e-2,
+        "cyclical_cycle": 20,
+        "cyclical_exploration": 0.5,
+        "cyclical_draws": 8,
+        "cyclical_thin": 2,
+        "cyclical_min_draws": 4,
     },
     "bbb": {"epochs": 5, "lr": 1e-2, "draws": 20},
     "fbnn": {"epochs": 2, "lr": 1e-2, "lr_decay": None, "draws": 20, "function_samples": 10, "uniform": 8},
@@ -356,7 +385,7 @@ DEFAULTS = FULL_PROTOCOL.config()
 
 def stock_protocol(quick: bool, version: int = PROTOCOL) -> UCIProtocol:
     """The bench's protocol: :data:`QUICK_PROTOCOL` for ``--quick``, else :data:`FULL_PROTOCOL`;
-    ``version=3`` gives protocol 3 (no ``adaptive`` table: sghmc and fsghmc run plain (f)SGHMC at
+    ``version=6`` gives protocol 6 (the same recipes, without csgld), ``version=3`` gives protocol 3 (no ``adaptive`` table: sghmc and fsghmc run plain (f)SGHMC at
     the step-size table), which rebuilds and extends the protocol-3 tables of docs/uci_results.md;
     ``version=4`` protocol 4 (sgld and fsgld at protocol 3's recipe); ``version=5`` protocol 5 (nuts
     one chain of 100 draws, as in every version before 6).  Which methods the table runs is
@@ -364,11 +393,13 @@ def stock_protocol(quick: bool, version: int = PROTOCOL) -> UCIProtocol:
     stock = QUICK_PROTOCOL if quick else FULL_PROTOCOL
     if version == PROTOCOL:
         return stock
+    if version == 6:
+        return stock.replace(version=6)
     if version in (5, 4):
         return stock.replace(version=version, nuts=_ONE_CHAIN_NUTS[quick])
     if version == 3:
         return stock.replace(version=3, adaptive=None, nuts=_ONE_CHAIN_NUTS[quick])
-    raise BnnkitError(f"the UCI bench runs protocol {PROTOCOL}, 5, 4 or 3, not {version!r}.")
+    raise BnnkitError(f"the UCI bench runs protocol {PROTOCOL}, 6, 5, 4 or 3, not {version!r}.")
 
 
 def check_protocol(protocol: UCIProtocol, quick: bool) -> None:
@@ -385,14 +416,20 @@ def check_protocol(protocol: UCIProtocol, quick: bool) -> None:
         )
 
 
-def canonical_methods(methods: Sequence[str], known: Sequence[str]) -> list[str]:
-    """``methods`` with aliases resolved (``hmc`` -> ``nuts``) and repeats dropped; unknown names refused."""
+def canonical_methods(methods: Sequence[str], known: Sequence[str], version: int | None = None) -> list[str]:
+    """``methods`` with aliases resolved (``hmc`` -> ``nuts``) and repeats dropped; unknown names
+    refused, and so are methods that protocol ``version`` (when given) predates."""
     out: list[str] = []
     for m in methods:
         c = ALIASES.get(m, m)
         if c not in known:
             names = ", ".join([*known, *(a for a, t in ALIASES.items() if t in known)])
             raise BnnkitError(f"unknown method {m!r}; choose from {names}.")
+        if version is not None and version < INTRODUCED_IN.get(c, 0):
+            raise BnnkitError(
+                f"method {m!r} is new in protocol {INTRODUCED_IN[c]}; protocol {version} has no recipe for it "
+                f"(run it with --protocol {INTRODUCED_IN[c]} or later, or leave it out)."
+            )
         if c not in out:
             out.append(c)
     return out

@@ -206,13 +206,28 @@ def _report(
     sg_run = {m: cfg["step_size"][m] for m in methods if m in SG_METHODS and m not in adaptive}
     a = cfg.get("adaptive") or {}
     hmc = [m for m in adaptive if m in MOMENTUM]
-    langevin = [m for m in adaptive if m not in MOMENTUM]
+    langevin = [m for m in adaptive if m not in MOMENTUM and m != "csgld"]
     kernels = (
-        [f"{', '.join(hmc)}: scale-adapted SGHMC (eps {a['step_size']}, mdecay {a['mdecay']})"] if hmc else []
-    ) + (
-        [f"{', '.join(langevin)}: pSGLD (eps {a['sgld_step_size']} / N, alpha {a['sgld_alpha']})"]
-        if langevin
-        else []
+        (
+            [f"{', '.join(hmc)}: scale-adapted SGHMC (eps {a['step_size']}, mdecay {a['mdecay']})"]
+            if hmc
+            else []
+        )
+        + (
+            [f"{', '.join(langevin)}: pSGLD (eps {a['sgld_step_size']} / N, alpha {a['sgld_alpha']})"]
+            if langevin
+            else []
+        )
+        + (
+            [
+                f"csgld: cyclical pSGLD (eps_t = {a['cyclical_peak']} / N x (cos(pi r_t) + 1) / 2 over cycles of "
+                f"{a['cyclical_cycle']:,} steps, the first {a['cyclical_exploration']:.0%} of each without noise or "
+                f"draws, one cycle of burn-in, draws thinned by {a['cyclical_thin']}, at most "
+                f"{a['cyclical_draws']} per chain, the rule checked every {a['cyclical_min_draws']})"
+            ]
+            if "csgld" in adaptive
+            else []
+        )
     )
     adaptive_note = (
         f"{'; '.join(kernels)}; "

@@ -37,7 +37,7 @@ from .records import _read_cells, _same_run, _settings, append_record, read_reco
 from .report import _report, _write
 
 # methods that need neither the fitted GP nor its noise: the split's GP fit is skipped for them
-NO_GP_NEEDED = frozenset({"sgld", "sghmc", "asghmc", "nuts"})
+NO_GP_NEEDED = frozenset({"sgld", "csgld", "sghmc", "asghmc", "nuts"})
 
 
 @dataclass(frozen=True)
@@ -103,9 +103,9 @@ def run_uci(
     ``QUICK_PROTOCOL`` with ``quick``); one that differs from it must carry another ``version``.
     """
     requested = list(methods)
-    methods = canonical_methods(requested, METHODS)
-    _check_splits(splits, first_split)
     cfg = _config(protocol, quick, tune)
+    methods = canonical_methods(requested, METHODS, cfg["version"])
+    _check_splits(splits, first_split)
     names = [uci_dataset_name(d) for d in datasets]  # an own set's name is checked before anything runs
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -173,7 +173,8 @@ def run_uci_arrays(
         print(report["markdown"])
     """
     requested = list(methods)
-    methods = canonical_methods(requested, METHODS)
+    cfg = _config(protocol, quick, tune)
+    methods = canonical_methods(requested, METHODS, cfg["version"])
     if is_known_uci(name):
         # arrays are not checked against the published data, so they must not pass for a known set
         # (its rows would get the published numbers beside them)
@@ -182,7 +183,6 @@ def run_uci_arrays(
             "(run_uci runs the known sets from their checksummed files)."
         )
     data = UCIData.from_arrays(x, y, splits, name=name, test_fraction=test_fraction, seed=seed)
-    cfg = _config(protocol, quick, tune)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     source = _Source(name=data.name, num_splits=lambda: data.num_splits, load=data.split)
