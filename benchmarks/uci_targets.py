@@ -98,9 +98,15 @@ def main() -> None:
         per = defaultdict(list)
         for ds, m, r in rh:
             per[(ds, m)].append(r)
+        for m in dict.fromkeys(m for _, m, _ in rh):
+            rs = [r for _, mm, r in rh if mm == m]
+            print(f"{m}: {sum(r <= 1.1 for r in rs)} of {len(rs)} cells <= 1.1")
         for (ds, m), rs in per.items():
             rs = sorted(rs)
-            print(f"- {ds} {m}: median {rs[len(rs) // 2]:.2f}, range {rs[0]:.2f}-{rs[-1]:.2f}")
+            print(
+                f"- {ds} {m}: median {rs[len(rs) // 2]:.2f}, range {rs[0]:.2f}-{rs[-1]:.2f}, "
+                f"{sum(r <= 1.1 for r in rs)} of {len(rs)} <= 1.1"
+            )
 
 
 if __name__ == "__main__":

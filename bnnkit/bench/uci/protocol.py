@@ -38,6 +38,12 @@ every one):
   (:class:`~bnnkit.sgmcmc.PreconditionedSGLD`, RMSprop decay ``sgld_alpha``, step
   ``sgld_step_size / N``) in place of scale-adapted SGHMC, the same priors as sghmc / fsghmc
   (protocol 4 ran them by protocol 3's recipe, below);
+- csgld (protocol 7): cyclical pSGLD (Zhang et al. 2020) from the same MAP warm starts, with the
+  same posterior and stopping rule: a cosine cycle of ``cyclical_cycle`` steps whose peak step
+  ``cyclical_peak / N`` kicks each chain out of its mode, the first ``cyclical_exploration`` of
+  each cycle without noise or draws, one cycle of burn-in, draws thinned by ``cyclical_thin``
+  (at most ``cyclical_draws`` per chain, the rule checked every ``cyclical_min_draws``): the
+  sampler whose chains can agree in function space (docs/sgmcmc_diagnosis.md);
 - asghmc: protocol 3's scale-adapted SGHMC cell (eps 3e-2, cold start from a prior draw),
   kept for comparison;
 - nuts: full-batch NUTS (the gold standard on small sets), N(0, 1) prior, the noise precision
