@@ -193,7 +193,8 @@ def _adaptive(method: str, data: Any, cfg: dict, gp: Any, seed: int, progress: b
         # eps_t = (a / N) (cos(pi r_t) + 1) / 2 over cycles of L steps; one whole cycle of burn-in
         step = c["cyclical_peak"] / n
         schedule = CosineCycle(step, c["cyclical_cycle"], c["cyclical_exploration"])
-        algorithm = PreconditionedSGLD(schedule, alpha=c["sgld_alpha"])
+        gibbs = c.get("cyclical_gibbs_every")  # protocol 8
+        algorithm = PreconditionedSGLD(schedule, alpha=c["sgld_alpha"], gibbs_every=gibbs)
         length = (c["cyclical_cycle"], c["cyclical_draws"], c["cyclical_thin"], c["cyclical_min_draws"])
     else:
         step = c["sgld_step_size"] / n
@@ -202,6 +203,9 @@ def _adaptive(method: str, data: Any, cfg: dict, gp: Any, seed: int, progress: b
     rule = FunctionSpaceConvergence(
         post, data.x_test[: c["check_inputs"]], rhat=c["rhat"], ess=c["ess"], min_draws=check_every
     )
+    # Gibbs draws need one chain at a time, and chains that run one after the other cannot be
+    # compared as they run: they spend the whole budget and the rule measures them at the end
+    together = getattr(algorithm, "gibbs_every", None) is None
     s = sample_or_diverged(
         algorithm,
         post,
@@ -210,13 +214,17 @@ def _adaptive(method: str, data: Any, cfg: dict, gp: Any, seed: int, progress: b
         num_warmup=burn_in,
         thin=thin,
         num_chains=c["chains"],
-        chain_method="vectorized",
+        chain_method="vectorized" if together else "sequential",
         chunk_size=check_every,  # the rule is checked every chunk of kept draws
         init=init,
-        stop_when=rule,
+        stop_when=rule if together else None,
         seed=seed,
         progress=progress,
     )
+    if not together:
+        if torch.isfinite(s.positions).all():
+            rule.update(s.positions)
+        s.config["stopped"] = {"reason": "fixed length (Gibbs draws: chains run one at a time)", **rule.last}
     s.config["step_size_used"] = step  # csgld: the peak step
     # (best step, steps run) of each chain's MAP phase
     map_steps = [list(v) for _, v in sorted(init.map_steps.items())]
