@@ -131,7 +131,9 @@ def plot(records: list[dict], cells_dir: Path, png: Path) -> None:
         ax.scatter([r["rhat"] for r in mine], [r["nll"] for r in mine], c="C0", label="cyclical pSGLD")
         for r in mine:
             ax.annotate(
-                f"{r['peak']:g}/{r['cycle']}/{r['cycles']:.0f}" + ("x8" if r["chains"] == 8 else ""),
+                f"{r['peak']:g}/{r['cycle']}/{r['cycles']:.0f}"
+                + ("x8" if r["chains"] == 8 else "")
+                + (f" Gibbs/{r['gibbs_every']}" if r.get("gibbs_every") else ""),
                 (r["rhat"], r["nll"]),
                 fontsize=6,
                 xytext=(3, 2),
@@ -149,7 +151,9 @@ def plot(records: list[dict], cells_dir: Path, png: Path) -> None:
         ax.set_ylabel("test NLL (original units)")
         ax.set_title(f"{ds}, split {split}")
         ax.legend(fontsize=6)
-    fig.suptitle("labels: peak a / cycle length L / cycles per chain", fontsize=8)
+    fig.suptitle(
+        "labels: peak a / cycle length L / cycles per chain (Gibbs/k: noise drawn every k steps)", fontsize=8
+    )
     fig.tight_layout()
     fig.savefig(png, dpi=130)
 

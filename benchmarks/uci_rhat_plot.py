@@ -2,7 +2,7 @@
 
 Reads the bench's cells (``docs/results/uci/*.jsonl`` or a run's ``uci_cells.jsonl``), keeps for
 each (set, split, method) the latest cell of the protocol that defines that method's current recipe
-(``bnnkit.bench.uci.protocol.CHANGED_IN``), and draws one panel per data set: each cell's R-hat
+(``bnnkit.bench.uci.protocol.CHANGED_IN``; and csgld's Gibbs experiment, version 8), and draws one panel per data set: each cell's R-hat
 (maximum over the first 100 test inputs) against its test NLL in original units, with the 1.1
 line.  Used for docs/uci_results.md, "Protocol 7"::
 
@@ -17,15 +17,25 @@ from pathlib import Path
 
 from bnnkit.bench.uci.protocol import CHANGED_IN, PROTOCOL
 
-METHODS = {  # method: (label, marker, colour)
-    "csgld": ("csgld (cyclical pSGLD, protocol 7)", "o", "C0"),
-    "sgld": ("sgld (pSGLD, protocol 5)", "s", "C1"),
-    "sghmc": ("sghmc (adaptive SGHMC, protocol 4)", "^", "C2"),
-    "fsgld": ("fsgld (protocol 5)", "v", "C4"),
-    "fsghmc": ("fsghmc (protocol 4)", "<", "C5"),
-    "nuts": ("nuts (4 chains, protocol 6)", "D", "C3"),
-}
-SETS = ("bostonHousing", "yacht", "concrete", "energy", "wine-quality-red", "kin8nm", "protein-tertiary-structure")
+# (method, protocol: None for its current recipe, label, marker, colour)
+SERIES = (
+    ("csgld", None, "csgld (cyclical pSGLD, protocol 7)", "o", "C0"),
+    ("csgld", 8, "csgld + Gibbs noise draws (experiment, version 8)", "o", "C9"),
+    ("sgld", None, "sgld (pSGLD, protocol 5)", "s", "C1"),
+    ("sghmc", None, "sghmc (adaptive SGHMC, protocol 4)", "^", "C2"),
+    ("fsgld", None, "fsgld (protocol 5)", "v", "C4"),
+    ("fsghmc", None, "fsghmc (protocol 4)", "<", "C5"),
+    ("nuts", None, "nuts (4 chains, protocol 6)", "D", "C3"),
+)
+SETS = (
+    "bostonHousing",
+    "yacht",
+    "concrete",
+    "energy",
+    "wine-quality-red",
+    "kin8nm",
+    "protein-tertiary-structure",
+)
 
 
 def current_version(method: str) -> int:
@@ -33,31 +43,35 @@ def current_version(method: str) -> int:
     return max((v for v, changed in CHANGED_IN.items() if method in changed and v <= PROTOCOL), default=3)
 
 
-def latest_cells(paths: list[Path]) -> list[dict]:
-    """The latest cell of each (set, split, method) at its method's current recipe, with an R-hat."""
+def latest_cells(paths: list[Path]) -> dict[int, list[dict]]:
+    """Per series (index into :data:`SERIES`), the latest cell of each (set, split) with an R-hat."""
     latest: dict[tuple, dict] = {}
     for path in paths:
         for line in path.open():
             c = json.loads(line)
-            m = c.get("method")
-            if m in METHODS and c.get("rhat") is not None and c.get("protocol") == current_version(m):
-                latest[(c["dataset"], c["split"], m)] = c
-    return list(latest.values())
+            for i, (m, version, *_) in enumerate(SERIES):
+                wanted = current_version(m) if version is None else version
+                if c.get("method") == m and c.get("protocol") == wanted and c.get("rhat") is not None:
+                    latest[(i, c["dataset"], c["split"])] = c
+    out: dict[int, list[dict]] = {}
+    for (i, _, _), c in latest.items():
+        out.setdefault(i, []).append(c)
+    return out
 
 
-def plot(cells: list[dict], png: Path) -> None:
+def plot(series: dict[int, list[dict]], png: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    sets = [s for s in SETS if any(c["dataset"] == s for c in cells)]
+    sets = [s for s in SETS if any(c["dataset"] == s for cells in series.values() for c in cells)]
     cols = min(4, len(sets))
     rows = -(-len(sets) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4.0 * cols, 3.4 * rows), squeeze=False)
     for ax, ds in zip(axes.flat, sets):
-        for m, (label, marker, colour) in METHODS.items():
-            mine = [c for c in cells if c["dataset"] == ds and c["method"] == m]
+        for i, (_, _, label, marker, colour) in enumerate(SERIES):
+            mine = [c for c in series.get(i, []) if c["dataset"] == ds]
             if mine:
                 ax.scatter([c["rhat"] for c in mine], [c["nll"] for c in mine], marker=marker, c=colour,
                            s=18, alpha=0.8, label=label)  # fmt: skip
@@ -69,7 +83,9 @@ def plot(cells: list[dict], png: Path) -> None:
         ax.axis("off")
     handles, labels = axes.flat[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower right", fontsize=7)
-    fig.suptitle("every split: lower is better on both axes; R-hat <= 1.1 left of the dashed line", fontsize=9)
+    fig.suptitle(
+        "every split: lower is better on both axes; R-hat <= 1.1 left of the dashed line", fontsize=9
+    )
     fig.tight_layout()
     fig.savefig(png, dpi=120)
 
@@ -79,9 +95,9 @@ def main() -> None:
     p.add_argument("cells", nargs="+", type=Path, help="JSONL files of the bench's cells")
     p.add_argument("--out", type=Path, default=Path("uci_rhat_nll.png"))
     a = p.parse_args()
-    cells = latest_cells(a.cells)
-    plot(cells, a.out)
-    print(f"{len(cells)} cells -> {a.out}")
+    series = latest_cells(a.cells)
+    plot(series, a.out)
+    print(f"{sum(len(v) for v in series.values())} cells -> {a.out}")
 
 
 if __name__ == "__main__":

@@ -96,10 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
     uci.add_argument(
         "--protocol",
         type=int,
-        choices=(3, 4, 5, 6, 7, 8),
-        default=8,
-        help="protocol version (default: %(default)s: csgld, cyclical pSGLD, with Gibbs draws of the "
-        "noise precision; 7 rebuilds the protocol-7 csgld cells, without them); "
+        choices=(3, 4, 5, 6, 7),
+        default=7,
+        help="protocol version (default: %(default)s, which adds the method csgld, cyclical pSGLD); "
         "3 rebuilds or extends the protocol-3 tables (plain SGHMC / fSGHMC at the step-size table), "
         "4 the protocol-4 ones (SGLD / fSGLD by protocol 3's recipe), 5 the protocol-5 ones (NUTS one "
         "chain of 100 draws), 6 the protocol-6 ones (no csgld)",

@@ -327,7 +327,7 @@ def test_gp_fit_subset_is_seeded_by_split_and_older_cells_are_reused_only_where_
     assert uci._same_run({**wine, "protocol": 3}, 5, False, False)
     # a protocol's cells count for a later one where only other methods' recipes changed: sghmc's
     # protocol-4 cells are protocol 5's, its protocol-3 cells are not; sgld changed in 5
-    assert uci.PROTOCOL == 8
+    assert uci.PROTOCOL == 7
     sghmc = {**cell, "method": "sghmc"}
     assert uci._same_run({**sghmc, "protocol": 4}, 5, False, False)
     assert not uci._same_run({**sghmc, "protocol": 3}, 5, False, False)
@@ -337,14 +337,17 @@ def test_gp_fit_subset_is_seeded_by_split_and_older_cells_are_reused_only_where_
     assert uci._same_run({**sgld, "protocol": 3}, 5, False, False, version=4)
     assert uci._same_run({**sgld, "protocol": 5}, 5, False, False)
     assert uci.adaptive_methods(4) == {"sghmc", "fsghmc"} and uci.adaptive_methods(3) == set()
-    # protocol 7 added csgld and 8 changed it, nothing else: protocol 6's cells are their cells
+    # protocol 7 added csgld and changed nothing else: protocol 6's cells are its cells; version 8
+    # (csgld with Gibbs noise draws, an experiment) counts no cell but its own
     nuts = {**cell, "method": "nuts"}
     assert uci._same_run({**nuts, "protocol": 6}, 5, False, False)
     assert not uci._same_run({**nuts, "protocol": 5}, 5, False, False)
     csgld = {**cell, "method": "csgld"}
-    assert not uci._same_run({**csgld, "protocol": 7}, 5, False, False)
-    assert uci._same_run({**csgld, "protocol": 7}, 5, False, False, version=7)
-    assert uci.adaptive_methods(7) == uci.adaptive_methods(8) == {"sghmc", "fsghmc", "sgld", "fsgld", "csgld"}
+    assert uci._same_run({**csgld, "protocol": 7}, 5, False, False)
+    assert not uci._same_run({**csgld, "protocol": 7}, 5, False, False, version=8)
+    assert uci._same_run({**csgld, "protocol": 8}, 5, False, False, version=8)
+    assert not uci._same_run({**nuts, "protocol": 6}, 5, False, False, version=8)
+    assert uci.adaptive_methods(7) == {"sghmc", "fsghmc", "sgld", "fsgld", "csgld"}
 
 
 @pytest.mark.skipif(not (DATA / "uci").exists(), reason="needs ../shared/data/uci")
@@ -386,21 +389,20 @@ def test_protocol_5_runs_sgld_and_fsgld_as_psgld_from_map_warm_starts(tmp_path, 
     a = uci.QUICK_PROTOCOL.config()["adaptive"]
     assert [type(u) for u in used] == [PreconditionedSGLD, PreconditionedSGLD, AdaptiveSGHMC]
     for c in rep["cells"]:
-        assert c["protocol"] == 8 and c["tuned"] is False and c["stopped"] is not None and c["map_steps"]
+        assert c["protocol"] == 7 and c["tuned"] is False and c["stopped"] is not None and c["map_steps"]
         assert math.isfinite(c["rmse"]) and c["rhat"] is not None
         if c["method"] != "sghmc":
             assert c["step_size"] == pytest.approx(a["sgld_step_size"] / uci.QUICK_PROTOCOL.max_rows)
     assert "pSGLD" in rep["markdown"] and "scale-adapted SGHMC" in rep["markdown"]
 
 
-def test_csgld_is_cyclical_psgld_on_the_tables_cycle_with_gibbs_noise_draws_from_protocol_8(
-    tmp_path, monkeypatch
-):
+def test_csgld_is_cyclical_psgld_on_the_tables_cycle_and_can_draw_its_noise_by_gibbs(tmp_path, monkeypatch):
     """csgld: pSGLD on the adaptive table's cosine cycle (peak a / N, one cycle of burn-in, the
-    cyclical thinning and budget), from the MAP warm starts; protocol 8 draws the noise precision by
-    Gibbs every ``cyclical_gibbs_every`` steps (chains one at a time, the whole budget, R-hat measured
-    at the end), protocol 7 moves it with the gradient (vectorised chains, the stopping rule).  Its
-    cell records the peak step.  Protocol 6 has no recipe for it and says so before running."""
+    cyclical thinning and budget), from the MAP warm starts; protocol 7 moves the noise precision with
+    the gradient (vectorised chains, the stopping rule), the experiment ``gibbs_csgld_protocol``
+    (version 8) draws it by Gibbs every ``cyclical_gibbs_every`` steps (chains one at a time, the
+    whole budget, R-hat measured at the end).  Its cell records the peak step.  Protocol 6 has no
+    recipe for it and says so before running."""
     from bnnkit.sgmcmc import PreconditionedSGLD
     from bnnkit.sgmcmc.schedules import CosineCycle
 
@@ -418,11 +420,9 @@ def test_csgld_is_cyclical_psgld_on_the_tables_cycle_with_gibbs_noise_draws_from
     a = uci.QUICK_PROTOCOL.config()["adaptive"]
     n = 72  # 90 % of 80 rows train
     cells = {}
-    for version in (8, 7):
-        protocol = uci.stock_protocol(True, version)
-        (cells[version],) = run_uci_arrays(x, y, out=tmp_path / str(version), protocol=protocol, **kw)[
-            "cells"
-        ]
+    for version, protocol in ((8, uci.gibbs_csgld_protocol(True)), (7, uci.QUICK_PROTOCOL)):
+        out = tmp_path / str(version)
+        (cells[version],) = run_uci_arrays(x, y, out=out, protocol=protocol, **kw)["cells"]
     (alg8, k8), (alg7, k7) = calls
     for alg, k in calls:
         assert isinstance(alg, PreconditionedSGLD) and isinstance(alg.step_size, CosineCycle)
@@ -431,7 +431,8 @@ def test_csgld_is_cyclical_psgld_on_the_tables_cycle_with_gibbs_noise_draws_from
         assert alg.step_size(a["cyclical_cycle"] - 1) < 0.05 * alg.step_size(0)
         assert k["num_warmup"] == a["cyclical_cycle"] and k["thin"] == a["cyclical_thin"]
         assert k["num_samples"] == a["cyclical_draws"] and k["chunk_size"] == a["cyclical_min_draws"]
-    assert alg8.gibbs_every == a["cyclical_gibbs_every"] == 5 and alg7.gibbs_every is None
+    assert alg8.gibbs_every == 5 and alg7.gibbs_every is a["cyclical_gibbs_every"] is None
+    assert uci.gibbs_csgld_protocol().config()["adaptive"]["cyclical_gibbs_every"] == 50
     assert k8["chain_method"] == "sequential" and k8["stop_when"] is None
     assert k7["chain_method"] == "vectorized" and k7["stop_when"] is not None
     for version, cell in cells.items():

@@ -53,6 +53,7 @@ from .protocol import (  # noqa: F401
     canonical_methods,
     default_step_size,
     friction,
+    gibbs_csgld_protocol,
     stock_protocol,
 )
 from .records import _read_cells, _same_run, _settings  # noqa: F401
@@ -84,5 +85,6 @@ __all__ = [
     "run_uci",
     "run_uci_arrays",
     "stock_protocol",
+    "gibbs_csgld_protocol",
     "uci_num_splits",
 ]

@@ -193,7 +193,7 @@ def _adaptive(method: str, data: Any, cfg: dict, gp: Any, seed: int, progress: b
         # eps_t = (a / N) (cos(pi r_t) + 1) / 2 over cycles of L steps; one whole cycle of burn-in
         step = c["cyclical_peak"] / n
         schedule = CosineCycle(step, c["cyclical_cycle"], c["cyclical_exploration"])
-        gibbs = c.get("cyclical_gibbs_every")  # protocol 8
+        gibbs = c.get("cyclical_gibbs_every")  # gibbs_csgld_protocol()
         algorithm = PreconditionedSGLD(schedule, alpha=c["sgld_alpha"], gibbs_every=gibbs)
         length = (c["cyclical_cycle"], c["cyclical_draws"], c["cyclical_thin"], c["cyclical_min_draws"])
     else:
