@@ -20,23 +20,26 @@ import torch
 from bnnkit.bench.uci.inference import _run_method, predictive
 from bnnkit.bench.uci.runner import _config
 from bnnkit.data import load_uci
+from bnnkit.predict.metrics import rmse
 
 
 def fit_of(method: str, data, cfg: dict, seed: int) -> dict:
     post, s = _run_method(method, data, cfg, None, None, seed, False)
-    scale = float(data.unnormalise_y(torch.ones(1)) - data.unnormalise_y(torch.zeros(1)))
     train = predictive(post, s, data.x_train)
     test = predictive(post, s, data.x_test)
+    y = data.unnormalise_y
     out = {
         "method": method,
-        "train_rmse": float(((train.mean - data.y_train) ** 2).mean().sqrt()) * scale,
-        "test_rmse": float(((test.mean - data.y_test) ** 2).mean().sqrt()) * scale,
-        "test_predictive_sd_median": float(test.stddev.median()) * scale,
+        "train_rmse": rmse(y(train.mean), y(data.y_train)),
+        "test_rmse": rmse(y(test.mean), y(data.y_test)),
+        "test_predictive_sd_median": float(data.unnormalise_std(test.stddev.median())),
     }
     logp = s.params["likelihood.log_precision"].reshape(s.num_chains, s.num_draws, -1)[..., 0]
     out["log_precision_chain_medians"] = [round(float(v), 3) for v in logp.median(dim=1).values]
     flat = logp.reshape(-1)
-    out["log_precision_min_median_max"] = [round(float(v), 3) for v in (flat.min(), flat.median(), flat.max())]
+    out["log_precision_min_median_max"] = [
+        round(float(v), 3) for v in (flat.min(), flat.median(), flat.max())
+    ]
     return out
 
 

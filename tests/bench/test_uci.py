@@ -442,6 +442,8 @@ def test_csgld_is_cyclical_psgld_on_the_tables_cycle_and_can_draw_its_noise_by_g
     assert (
         cells[8]["draws_per_chain"] == a["cyclical_draws"] and "fixed length" in cells[8]["stopped"]["reason"]
     )
+    assert "drawn by Gibbs every 5 steps" in (tmp_path / "8" / "uci.md").read_text()
+    assert "Gibbs" not in (tmp_path / "7" / "uci.md").read_text()
     with pytest.raises(BnnkitError, match="new in protocol 7"):
         run_uci_arrays(x, y, out=tmp_path / "6", protocol=uci.stock_protocol(True, 6), **kw)
     assert not (tmp_path / "6" / "uci_cells.jsonl").exists()

@@ -404,8 +404,8 @@ DEFAULTS = FULL_PROTOCOL.config()
 
 def stock_protocol(quick: bool, version: int = PROTOCOL) -> UCIProtocol:
     """The bench's protocol: :data:`QUICK_PROTOCOL` for ``--quick``, else :data:`FULL_PROTOCOL`;
-    ``version=6`` gives protocol 6 (the same recipes, without csgld), ``version=3`` gives protocol 3 (no ``adaptive`` table: sghmc and fsghmc run plain (f)SGHMC at
-    the step-size table), which rebuilds and extends the protocol-3 tables of docs/uci_results.md;
+    ``version=6`` gives protocol 6 (the same recipes, without csgld), ``version=3`` gives protocol 3
+    (no ``adaptive`` table: sghmc and fsghmc run plain (f)SGHMC at the step-size table), which rebuilds and extends the protocol-3 tables of docs/uci_results.md;
     ``version=4`` protocol 4 (sgld and fsgld at protocol 3's recipe); ``version=5`` protocol 5 (nuts
     one chain of 100 draws, as in every version before 6).  Which methods the table runs is
     :func:`adaptive_methods` of the version."""

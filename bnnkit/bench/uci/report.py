@@ -223,7 +223,13 @@ def _report(
                 f"csgld: cyclical pSGLD (eps_t = {a['cyclical_peak']} / N x (cos(pi r_t) + 1) / 2 over cycles of "
                 f"{a['cyclical_cycle']:,} steps, the first {a['cyclical_exploration']:.0%} of each without noise or "
                 f"draws, one cycle of burn-in, draws thinned by {a['cyclical_thin']}, at most "
-                f"{a['cyclical_draws']} per chain, the rule checked every {a['cyclical_min_draws']})"
+                f"{a['cyclical_draws']} per chain, the rule checked every {a['cyclical_min_draws']}"
+                + (
+                    f"; the noise precision drawn by Gibbs every {a['cyclical_gibbs_every']} steps, so its chains "
+                    "run one at a time, spend the whole budget and have their R-hat measured at the end)"
+                    if a.get("cyclical_gibbs_every")
+                    else ")"
+                )
             ]
             if "csgld" in adaptive
             else []
