@@ -96,9 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
     uci.add_argument(
         "--protocol",
         type=int,
-        choices=(3, 4, 5, 6, 7),
-        default=7,
-        help="protocol version (default: %(default)s, which adds the method csgld, cyclical pSGLD); "
+        choices=(3, 4, 5, 6, 7, 9),
+        default=9,
+        help="protocol version (default: %(default)s: csgld, cyclical pSGLD, climbs a ladder of peaks "
+        "and keeps the smallest whose chains converge); 7 runs csgld at one peak (0.05), "
         "3 rebuilds or extends the protocol-3 tables (plain SGHMC / fSGHMC at the step-size table), "
         "4 the protocol-4 ones (SGLD / fSGLD by protocol 3's recipe), 5 the protocol-5 ones (NUTS one "
         "chain of 100 draws), 6 the protocol-6 ones (no csgld)",

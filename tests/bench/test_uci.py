@@ -327,7 +327,7 @@ def test_gp_fit_subset_is_seeded_by_split_and_older_cells_are_reused_only_where_
     assert uci._same_run({**wine, "protocol": 3}, 5, False, False)
     # a protocol's cells count for a later one where only other methods' recipes changed: sghmc's
     # protocol-4 cells are protocol 5's, its protocol-3 cells are not; sgld changed in 5
-    assert uci.PROTOCOL == 7
+    assert uci.PROTOCOL == 9
     sghmc = {**cell, "method": "sghmc"}
     assert uci._same_run({**sghmc, "protocol": 4}, 5, False, False)
     assert not uci._same_run({**sghmc, "protocol": 3}, 5, False, False)
@@ -338,16 +338,21 @@ def test_gp_fit_subset_is_seeded_by_split_and_older_cells_are_reused_only_where_
     assert uci._same_run({**sgld, "protocol": 5}, 5, False, False)
     assert uci.adaptive_methods(4) == {"sghmc", "fsghmc"} and uci.adaptive_methods(3) == set()
     # protocol 7 added csgld and changed nothing else: protocol 6's cells are its cells; version 8
-    # (csgld with Gibbs noise draws, an experiment) counts no cell but its own
+    # (csgld with Gibbs noise draws, an experiment) and 9 (csgld's ladder of peaks) count no csgld
+    # cell but their own, and the other methods' cells of 6 and 7 as theirs
     nuts = {**cell, "method": "nuts"}
     assert uci._same_run({**nuts, "protocol": 6}, 5, False, False)
     assert not uci._same_run({**nuts, "protocol": 5}, 5, False, False)
     csgld = {**cell, "method": "csgld"}
-    assert uci._same_run({**csgld, "protocol": 7}, 5, False, False)
+    assert uci._same_run({**csgld, "protocol": 7}, 5, False, False, version=7)
     assert not uci._same_run({**csgld, "protocol": 7}, 5, False, False, version=8)
     assert uci._same_run({**csgld, "protocol": 8}, 5, False, False, version=8)
-    assert not uci._same_run({**nuts, "protocol": 6}, 5, False, False, version=8)
-    assert uci.adaptive_methods(7) == {"sghmc", "fsghmc", "sgld", "fsgld", "csgld"}
+    assert not uci._same_run({**csgld, "protocol": 7}, 5, False, False, version=9)
+    assert not uci._same_run({**csgld, "protocol": 8}, 5, False, False, version=9)
+    assert uci._same_run({**csgld, "protocol": 9}, 5, False, False)
+    assert uci._same_run({**nuts, "protocol": 6}, 5, False, False, version=8)
+    assert not uci._same_run({**nuts, "protocol": 6}, 5, False, False, version=10)
+    assert uci.adaptive_methods(7) == uci.adaptive_methods(9) == {"sghmc", "fsghmc", "sgld", "fsgld", "csgld"}
 
 
 @pytest.mark.skipif(not (DATA / "uci").exists(), reason="needs ../shared/data/uci")
@@ -389,7 +394,12 @@ def test_protocol_5_runs_sgld_and_fsgld_as_psgld_from_map_warm_starts(tmp_path, 
     a = uci.QUICK_PROTOCOL.config()["adaptive"]
     assert [type(u) for u in used] == [PreconditionedSGLD, PreconditionedSGLD, AdaptiveSGHMC]
     for c in rep["cells"]:
-        assert c["protocol"] == 7 and c["tuned"] is False and c["stopped"] is not None and c["map_steps"]
+        assert (
+            c["protocol"] == uci.PROTOCOL
+            and c["tuned"] is False
+            and c["stopped"] is not None
+            and c["map_steps"]
+        )
         assert math.isfinite(c["rmse"]) and c["rhat"] is not None
         if c["method"] != "sghmc":
             assert c["step_size"] == pytest.approx(a["sgld_step_size"] / uci.QUICK_PROTOCOL.max_rows)
@@ -420,7 +430,7 @@ def test_csgld_is_cyclical_psgld_on_the_tables_cycle_and_can_draw_its_noise_by_g
     a = uci.QUICK_PROTOCOL.config()["adaptive"]
     n = 72  # 90 % of 80 rows train
     cells = {}
-    for version, protocol in ((8, uci.gibbs_csgld_protocol(True)), (7, uci.QUICK_PROTOCOL)):
+    for version, protocol in ((8, uci.gibbs_csgld_protocol(True)), (7, uci.stock_protocol(True, 7))):
         out = tmp_path / str(version)
         (cells[version],) = run_uci_arrays(x, y, out=out, protocol=protocol, **kw)["cells"]
     (alg8, k8), (alg7, k7) = calls
@@ -447,3 +457,58 @@ def test_csgld_is_cyclical_psgld_on_the_tables_cycle_and_can_draw_its_noise_by_g
     with pytest.raises(BnnkitError, match="new in protocol 7"):
         run_uci_arrays(x, y, out=tmp_path / "6", protocol=uci.stock_protocol(True, 6), **kw)
     assert not (tmp_path / "6" / "uci_cells.jsonl").exists()
+
+
+def test_csgld_ladder_keeps_the_smallest_peak_whose_chains_converge(tmp_path, monkeypatch):
+    """Protocol 9's csgld climbs ``cyclical_ladder`` from the same MAP warm starts and seed: each rung
+    is the protocol-7 cell at that peak (the same chains: the MAP phase runs once per chain and is
+    replayed), the first rung whose chains meet the rule ends the climb, and when none does the rung
+    of lowest R-hat is kept.  The cell lists every rung it ran."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(80, 3, generator=g)
+    y = x[:, 0] + 0.1 * torch.randn(80, generator=g)
+    kw = dict(splits=1, methods=["csgld"], quick=True, progress=False, log=lambda s: None)
+    n = 72
+    map_runs = []
+    real_map = uci.inference.map_warm_start
+
+    def counted(*a, **k):
+        init = real_map(*a, **k)
+
+        def run(chain, gen):
+            map_runs.append(chain)
+            return init(chain, gen)
+
+        run.map_steps, run.__name__ = init.map_steps, init.__name__
+        return run
+
+    monkeypatch.setattr(uci.inference, "map_warm_start", counted)
+    p9 = uci.QUICK_PROTOCOL
+    ladder = p9.config()["adaptive"]["cyclical_ladder"]
+    assert p9.version == 9 and list(ladder) == [0.02, 0.05, 0.1]
+    assert uci.FULL_PROTOCOL.config()["adaptive"]["cyclical_ladder"] == [0.02, 0.05, 0.1]
+    assert uci.stock_protocol(False, 7).config()["adaptive"]["cyclical_ladder"] is None
+    (c9,) = run_uci_arrays(x, y, out=tmp_path / "9", protocol=p9, **kw)["cells"]
+    chains = p9.config()["adaptive"]["chains"]
+    assert sorted(map_runs) == list(range(chains))  # one MAP phase per chain for all three rungs
+    (c7,) = run_uci_arrays(x, y, out=tmp_path / "7", protocol=uci.stock_protocol(True, 7), **kw)["cells"]
+    rungs = c9["ladder"]
+    # the quick chains are too short to converge: every rung ran, and the lowest R-hat is kept
+    assert [r["peak"] for r in rungs] == ladder and not any(r["converged"] for r in rungs)
+    best = min(rungs, key=lambda r: r["rhat"])
+    assert c9["rhat"] == best["rhat"] and c9["step_size"] == pytest.approx(best["peak"] / n)
+    # the 0.05 rung is protocol 7's cell, chain for chain
+    (mid,) = [r for r in rungs if r["peak"] == 0.05]
+    assert mid["rhat"] == c7["rhat"] and mid["draws_per_chain"] == c7["draws_per_chain"]
+    assert c9["seconds"] >= sum(r["seconds"] for r in rungs) and "ladder" not in c7 or c7["ladder"] is None
+    # a rule every run meets: the first rung ends the climb
+    a = {**p9.config()["adaptive"], "rhat": 1e9, "ess": 0}
+    (c,) = run_uci_arrays(x, y, out=tmp_path / "loose", protocol=p9.replace(version=99, adaptive=a), **kw)[
+        "cells"
+    ]
+    assert [r["peak"] for r in c["ladder"]] == [0.02] and c["ladder"][0]["converged"]
+    assert c["step_size"] == pytest.approx(0.02 / n) and "converged" in c["stopped"]["reason"]
+    assert (
+        "the first of 0.02, 0.05, 0.1 whose chains meet the stopping rule"
+        in (tmp_path / "9" / "uci.md").read_text()
+    )

@@ -7,6 +7,8 @@ the loop over data sets, splits and methods is :mod:`~bnnkit.bench.uci.runner`.
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -164,13 +166,69 @@ def map_warm_start(post: Any, x: torch.Tensor, y: torch.Tensor, cfg: dict, funct
     )
 
 
+def _replayed(init: Any) -> Any:
+    """``init`` (a per-chain callable such as :func:`map_init`'s) that runs once per chain: a second
+    call returns the first call's result and puts the chain's generator where the first call left
+    it, so a rerun from the same seed is the chain the first run gave, without its MAP phase."""
+    done: dict[int, tuple[Any, torch.Tensor]] = {}
+
+    def again(chain: int, gen: torch.Generator) -> Any:
+        if chain not in done:
+            done[chain] = (init(chain, gen), gen.get_state())
+        else:
+            gen.set_state(done[chain][1])
+        return done[chain][0]
+
+    again.map_steps = init.map_steps  # type: ignore[attr-defined]
+    again.__name__ = init.__name__
+    return again
+
+
 def _adaptive(method: str, data: Any, cfg: dict, gp: Any, seed: int, progress: bool) -> tuple[Posterior, Any]:
-    """A cell of the ``adaptive`` table (protocols 4, 5 and 7): sghmc / fsghmc run scale-adapted SGHMC,
-    sgld / fsgld preconditioned SGLD, csgld cyclical pSGLD, from per-chain MAP warm starts,
+    """A cell of the ``adaptive`` table (protocols 4, 5, 7 and 9): sghmc / fsghmc run scale-adapted
+    SGHMC, sgld / fsgld preconditioned SGLD, csgld cyclical pSGLD, from per-chain MAP warm starts,
     until the function-space R-hat and ESS at the test inputs (inputs only) meet the table's
     thresholds or the draw budget is spent.  fsghmc and fsgld sample the functional posterior with
     the fitted GP prior in its Vecchia form.  The draws' ``config["convergence"]`` holds the last
-    R-hat and ESS and what stopped the run."""
+    R-hat and ESS and what stopped the run.
+
+    csgld with a ``cyclical_ladder`` (protocol 9) runs each peak in turn from the same warm starts
+    and seed and keeps the first run whose chains met the rule (none did: the one of lowest R-hat);
+    ``convergence["ladder"]`` lists every rung run (peak, R-hat, ESS, draws, seconds)."""
+    c = cfg["adaptive"]
+    x = data.x_train
+    functional = family(method) == "fsg"
+    if functional and c["prior_form"] != "vecchia":
+        raise BnnkitError(f"the adaptive table's prior_form must be 'vecchia', got {c['prior_form']!r}.")
+    post = _sampler_posterior(x, cfg, gp, functional=functional, vecchia=True)
+    init = _replayed(map_warm_start(post, x, data.y_train, cfg, functional))
+    ladder = c.get("cyclical_ladder") if method == "csgld" else None
+    if not ladder:
+        s, rule = _adaptive_run(method, post, data, cfg, init, seed, progress, c.get("cyclical_peak"))
+        return post, _converged_draws(s, rule, init)
+    rungs: list[dict[str, Any]] = []
+    runs = []
+    for peak in ladder:
+        t0 = time.perf_counter()
+        s, rule = _adaptive_run(method, post, data, cfg, init, seed, progress, peak)
+        met = bool(rule.last) and rule.last["rhat"] <= rule.rhat and rule.last["ess"] >= rule.ess
+        rungs.append({"peak": peak, **rule.last, "converged": met, "seconds": time.perf_counter() - t0})
+        runs.append((s, rule))
+        if met:
+            break
+    else:  # no peak converged: the rung whose chains came closest (R-hat, not test labels)
+        best = min(range(len(runs)), key=lambda i: rungs[i].get("rhat", math.inf))
+        runs.append(runs[best])
+    s = _converged_draws(*runs[-1], init)
+    s.config["convergence"]["ladder"] = rungs
+    return post, s
+
+
+def _adaptive_run(
+    method: str, post: Any, data: Any, cfg: dict, init: Any, seed: int, progress: bool, peak: float | None
+) -> tuple[Any, Any]:
+    """One run of the ``adaptive`` table (csgld at cyclical peak ``peak``): the draws and the
+    stopping rule that watched them."""
     from ...diagnostics import FunctionSpaceConvergence
     from ...sgmcmc import AdaptiveSGHMC, PreconditionedSGLD
     from ...sgmcmc.schedules import CosineCycle
@@ -178,12 +236,6 @@ def _adaptive(method: str, data: Any, cfg: dict, gp: Any, seed: int, progress: b
     c = cfg["adaptive"]
     x, y = data.x_train, data.y_train
     n = x.shape[0]
-    functional = family(method) == "fsg"
-    if functional and c["prior_form"] != "vecchia":
-        raise BnnkitError(f"the adaptive table's prior_form must be 'vecchia', got {c['prior_form']!r}.")
-    post = _sampler_posterior(x, cfg, gp, functional=functional, vecchia=True)
-    bs = min(cfg["batch_size"], n)
-    init = map_warm_start(post, x, y, cfg, functional)
     # burn-in, draws per chain, thinning, draws per check of the stopping rule
     length = (c["burn_in"], c["draws"], c["thin"], c["min_draws"])
     if method in MOMENTUM:
@@ -191,7 +243,7 @@ def _adaptive(method: str, data: Any, cfg: dict, gp: Any, seed: int, progress: b
         algorithm: Any = AdaptiveSGHMC(step, mdecay=c["mdecay"])
     elif method == "csgld":
         # eps_t = (a / N) (cos(pi r_t) + 1) / 2 over cycles of L steps; one whole cycle of burn-in
-        step = c["cyclical_peak"] / n
+        step = peak / n
         schedule = CosineCycle(step, c["cyclical_cycle"], c["cyclical_exploration"])
         gibbs = c.get("cyclical_gibbs_every")  # gibbs_csgld_protocol()
         algorithm = PreconditionedSGLD(schedule, alpha=c["sgld_alpha"], gibbs_every=gibbs)
@@ -209,7 +261,7 @@ def _adaptive(method: str, data: Any, cfg: dict, gp: Any, seed: int, progress: b
     s = sample_or_diverged(
         algorithm,
         post,
-        Minibatches(x, y, batch_size=bs),
+        Minibatches(x, y, batch_size=min(cfg["batch_size"], n)),
         num_samples=draws,
         num_warmup=burn_in,
         thin=thin,
@@ -226,10 +278,15 @@ def _adaptive(method: str, data: Any, cfg: dict, gp: Any, seed: int, progress: b
             rule.update(s.positions)
         s.config["stopped"] = {"reason": "fixed length (Gibbs draws: chains run one at a time)", **rule.last}
     s.config["step_size_used"] = step  # csgld: the peak step
-    # (best step, steps run) of each chain's MAP phase
+    return s, rule
+
+
+def _converged_draws(s: Any, rule: Any, init: Any) -> Any:
+    """``s`` with ``config["convergence"]``: the rule's last R-hat / ESS, what stopped the run and
+    the (best step, steps run) of each chain's MAP phase."""
     map_steps = [list(v) for _, v in sorted(init.map_steps.items())]
     s.config["convergence"] = {**rule.last, "stopped": s.config.get("stopped"), "map_steps": map_steps}
-    return post, s
+    return s
 
 
 def _run_method(method: str, data: Any, cfg: dict, noise: float, gp: Any, seed: int, progress: bool):

@@ -207,6 +207,7 @@ def _report(
     a = cfg.get("adaptive") or {}
     hmc = [m for m in adaptive if m in MOMENTUM]
     langevin = [m for m in adaptive if m not in MOMENTUM and m != "csgld"]
+    ladder = a.get("cyclical_ladder")
     kernels = (
         (
             [f"{', '.join(hmc)}: scale-adapted SGHMC (eps {a['step_size']}, mdecay {a['mdecay']})"]
@@ -220,7 +221,15 @@ def _report(
         )
         + (
             [
-                f"csgld: cyclical pSGLD (eps_t = {a['cyclical_peak']} / N x (cos(pi r_t) + 1) / 2 over cycles of "
+                "csgld: cyclical pSGLD (eps_t = "
+                + (
+                    f"a / N x (cos(pi r_t) + 1) / 2, the peak a the first of {', '.join(map(str, ladder))} whose "
+                    "chains meet the stopping rule (none: the one of lowest R-hat; the cell's seconds are every "
+                    "peak it ran)"
+                    if ladder
+                    else f"{a['cyclical_peak']} / N x (cos(pi r_t) + 1) / 2"
+                )
+                + f" over cycles of "
                 f"{a['cyclical_cycle']:,} steps, the first {a['cyclical_exploration']:.0%} of each without noise or "
                 f"draws, one cycle of burn-in, draws thinned by {a['cyclical_thin']}, at most "
                 f"{a['cyclical_draws']} per chain, the rule checked every {a['cyclical_min_draws']}"

@@ -312,9 +312,14 @@ def _run_cells(
                     **_settings(method, quick, tune, version),
                 }
                 conv = s.config.get("convergence") if isinstance(getattr(s, "config", None), dict) else None
-                if conv:  # protocol 4's sghmc: function-space R-hat / ESS and what ended the run
+                # the adaptive table: function-space R-hat / ESS, what ended the run (csgld, protocol 9:
+                # and every rung of its ladder)
+                if conv:
                     cell.update(
-                        {k: conv.get(k) for k in ("rhat", "ess", "draws_per_chain", "stopped", "map_steps")}
+                        {
+                            k: conv.get(k)
+                            for k in ("rhat", "ess", "draws_per_chain", "stopped", "map_steps", "ladder")
+                        }
                     )
                 cells.append(cell)
                 append_record(partial, cell)
