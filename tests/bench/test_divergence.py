@@ -12,7 +12,9 @@ def runaway(params, batch):
 
 def test_a_diverged_cell_gives_nan_draws_with_the_reason():
     target = bnnkit.as_target(runaway, {"x": torch.ones(3)})
-    s = sample_or_diverged(bnnkit.SGLD(0.5), target, None, init={"x": torch.ones(3)}, num_samples=400, progress=False)
+    s = sample_or_diverged(
+        bnnkit.SGLD(0.5), target, None, init={"x": torch.ones(3)}, num_samples=400, progress=False
+    )
     assert s.positions.shape == (1, 400, 3) and torch.isnan(s.positions).all()
     assert "diverged at step" in s.config["diverged"]
 

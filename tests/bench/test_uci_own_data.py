@@ -243,7 +243,9 @@ def test_protocol_6_runs_nuts_as_several_chains_and_reports_their_function_space
     q = QUICK_PROTOCOL.config()["nuts"]
     assert seen[-1]["num_chains"] == q["chains"] == 2 and seen[-1]["num_samples"] == q["draws"]
     assert (
-        cell["protocol"] == uci.PROTOCOL and cell["draws_per_chain"] == q["draws"] and cell["stopped"] == "fixed length"
+        cell["protocol"] == uci.PROTOCOL
+        and cell["draws_per_chain"] == q["draws"]
+        and cell["stopped"] == "fixed length"
     )
     assert cell["rhat"] >= 1.0 and cell["ess"] > 0
     (old,) = run_uci_arrays(x, y, out=tmp_path / "5", protocol=p5, **kw)["cells"]

@@ -224,8 +224,8 @@ def _report(
                 "csgld: cyclical pSGLD (eps_t = "
                 + (
                     f"a / N x (cos(pi r_t) + 1) / 2, the peak a the first of {', '.join(map(str, ladder))} whose "
-                    "chains meet the stopping rule (none: the one of lowest R-hat; the cell's seconds are every "
-                    "peak it ran)"
+                    f"chains agree, R-hat <= {a['rhat']} when the run ends (none: the one of lowest R-hat; the cell's "
+                    "seconds are every peak it ran)"
                     if ladder
                     else f"{a['cyclical_peak']} / N x (cos(pi r_t) + 1) / 2"
                 )
