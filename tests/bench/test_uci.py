@@ -496,7 +496,8 @@ def test_csgld_ladder_keeps_the_smallest_peak_whose_chains_converge(tmp_path, mo
     # the quick chains are too short to converge: every rung ran, and the lowest R-hat is kept
     assert [r["peak"] for r in rungs] == ladder and not any(r["converged"] for r in rungs)
     best = min(rungs, key=lambda r: r["rhat"])
-    assert c9["rhat"] == best["rhat"] and c9["step_size"] == pytest.approx(best["peak"] / n)
+    assert c9["rhat"] == best["rhat"] and c9["step_size"] == pytest.approx(best["peak"] / n) == c9["peak"] / n
+    assert "peak" not in c7 or c7["peak"] is None
     # the 0.05 rung is protocol 7's cell, chain for chain
     (mid,) = [r for r in rungs if r["peak"] == 0.05]
     assert mid["rhat"] == c7["rhat"] and mid["draws_per_chain"] == c7["draws_per_chain"]
@@ -507,6 +508,9 @@ def test_csgld_ladder_keeps_the_smallest_peak_whose_chains_converge(tmp_path, mo
         "cells"
     ]
     assert [r["peak"] for r in c["ladder"]] == [0.02] and c["ladder"][0]["converged"]
+    assert (
+        c["peak"] == 0.02 and "0.02 on 1 (1 runs for 1 splits)" in (tmp_path / "loose" / "uci.md").read_text()
+    )
     assert c["step_size"] == pytest.approx(0.02 / n) and "budget spent" in c["stopped"]["reason"]
     assert (
         "the first of 0.02, 0.05, 0.1 whose chains agree, R-hat <= 1.1"

@@ -208,7 +208,7 @@ def _adaptive(method: str, data: Any, cfg: dict, gp: Any, seed: int, progress: b
         s, rule = _adaptive_run(method, post, data, cfg, init, seed, progress, c.get("cyclical_peak"))
         return post, _converged_draws(s, rule, init)
     rungs: list[dict[str, Any]] = []
-    runs = []
+    runs = []  # (draws, rule, peak) of each rung
     for peak in ladder:
         t0 = time.perf_counter()
         s, rule = _adaptive_run(method, post, data, cfg, init, seed, progress, peak)
@@ -217,14 +217,15 @@ def _adaptive(method: str, data: Any, cfg: dict, gp: Any, seed: int, progress: b
         # a larger peak and a worse fit (test NLL 2.56 at 0.1)
         met = bool(rule.last) and rule.last["rhat"] <= rule.rhat
         rungs.append({"peak": peak, **rule.last, "converged": met, "seconds": time.perf_counter() - t0})
-        runs.append((s, rule))
+        runs.append((s, rule, peak))
         if met:
             break
     else:  # no peak converged: the rung whose chains came closest (R-hat, not test labels)
         best = min(range(len(runs)), key=lambda i: rungs[i].get("rhat", math.inf))
         runs.append(runs[best])
-    s = _converged_draws(*runs[-1], init)
-    s.config["convergence"]["ladder"] = rungs
+    s, rule, peak = runs[-1]
+    s = _converged_draws(s, rule, init)
+    s.config["convergence"].update(ladder=rungs, peak=peak)
     return post, s
 
 

@@ -360,6 +360,11 @@ def _report(
                 stats["rhat_median"] = float(sorted(rhats)[len(rhats) // 2])
                 stats["rhat_at_most_1.1"] = sum(r <= 1.1 for r in rhats)
                 stats["rhat_cells"] = len(rhats)
+            ladders = [c for c in sel if c.get("ladder")]
+            if ladders:  # protocol 9's csgld: the peak each split kept, and how many runs it took
+                kept = [c["peak"] for c in ladders]
+                stats["peaks_kept"] = {str(p): kept.count(p) for p in sorted(set(kept))}
+                stats["ladder_runs"] = sum(len(c["ladder"]) for c in ladders)
             summary.setdefault(name, {})[m] = stats
             p_r = PAPER["rmse"].get(name, {}).get(m)
             p_n = PAPER["nll"].get(name, {}).get(m)
@@ -391,6 +396,19 @@ def _report(
     ]
     if converged:
         lines += ["", "Function-space R-hat of the convergence-checked cells: " + "; ".join(converged) + "."]
+    peaks = [
+        f"{name} {m}: "
+        + ", ".join(f"{p} on {k}" for p, k in st["peaks_kept"].items())
+        + f" ({st['ladder_runs']} runs for {sum(st['peaks_kept'].values())} splits)"
+        for name, by in summary.items()
+        for m, st in by.items()
+        if st.get("peaks_kept")
+    ]
+    if peaks:
+        lines += [
+            "",
+            "The peak each csgld cell kept from its ladder (splits per peak): " + "; ".join(peaks) + ".",
+        ]
     if shown:
         lines += [
             "",

@@ -318,7 +318,15 @@ def _run_cells(
                     cell.update(
                         {
                             k: conv.get(k)
-                            for k in ("rhat", "ess", "draws_per_chain", "stopped", "map_steps", "ladder")
+                            for k in (
+                                "rhat",
+                                "ess",
+                                "draws_per_chain",
+                                "stopped",
+                                "map_steps",
+                                "ladder",
+                                "peak",
+                            )
                         }
                     )
                 cells.append(cell)
