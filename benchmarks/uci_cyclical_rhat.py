@@ -14,6 +14,10 @@ an optimiser (no noise, no draws), the rest sampling as the step decays towards 
 pSGLD's drift ``(eps / 2) G g`` moves each coordinate by about ``a / 2`` per step (``G g`` is ``N``
 times a unit-scale RMSprop direction), so ``a_peak`` is the peak RMSprop learning rate times 2.
 
+``--functional`` samples fsgld's posterior instead: the split's RBF GP prior, fitted as the bench
+fits it, at the measurement points in its Vecchia form, from fsgld's MAP warm starts (cyclical
+functional SG-MCMC, which the bench does not run).
+
 Each setting is one line of JSON (test RMSE / NLL in original units, R-hat, ESS, seconds) appended
 to ``--out``.  Example (docs/sgmcmc_diagnosis.md, "Function-space R-hat: what it takes")::
 
@@ -33,7 +37,7 @@ import torch
 
 from bnnkit import sample
 from bnnkit.bench.uci.inference import _sampler_posterior, map_warm_start, predictive
-from bnnkit.bench.uci.runner import _config
+from bnnkit.bench.uci.runner import _config, _fit_split_gp
 from bnnkit.core.random import global_rng_seeded
 from bnnkit.data import Minibatches, load_uci
 from bnnkit.diagnostics import FunctionSpaceConvergence
@@ -49,9 +53,15 @@ def run(args: argparse.Namespace) -> dict:
     x, y = data.x_train, data.y_train
     n = x.shape[0]
     t0 = time.perf_counter()
+    gp = None
+    if args.functional:  # the bench's fit of the split's GP (seed 0 + split, as its cells)
+        from bnnkit.functional import GPPrior
+
+        gp = GPPrior("rbf", input_dim=x.shape[1], jitter=1e-4)
+        _fit_split_gp(gp, data, cfg, args.split)
     with global_rng_seeded(args.split):  # the network's initial layout, as the bench's cells
-        post = _sampler_posterior(x, cfg, None, functional=False)
-        init = map_warm_start(post, x, y, cfg, functional=False)
+        post = _sampler_posterior(x, cfg, gp, functional=args.functional, vecchia=True)
+        init = map_warm_start(post, x, y, cfg, functional=args.functional)
         rule = FunctionSpaceConvergence(
             post, data.x_test[: c["check_inputs"]], rhat=1.1, ess=100, min_draws=10
         )
@@ -89,6 +99,7 @@ def run(args: argparse.Namespace) -> dict:
         "thin": args.thin,
         "chains": args.chains,
         **({} if args.gibbs_every is None else {"gibbs_every": args.gibbs_every}),
+        **({"functional": True} if args.functional else {}),
         "cycles": s.num_draws * args.thin / (args.cycle * (1 - args.exploration)),
         "rmse": rmse(data.unnormalise_y(pred.mean), data.unnormalise_y(data.y_test)),
         "nll": float(-data.unnormalise_log_density(lp).mean()),
@@ -133,7 +144,8 @@ def plot(records: list[dict], cells_dir: Path, png: Path) -> None:
             ax.annotate(
                 f"{r['peak']:g}/{r['cycle']}/{r['cycles']:.0f}"
                 + ("x8" if r["chains"] == 8 else "")
-                + (f" Gibbs/{r['gibbs_every']}" if r.get("gibbs_every") else ""),
+                + (f" Gibbs/{r['gibbs_every']}" if r.get("gibbs_every") else "")
+                + (" fGP" if r.get("functional") else ""),
                 (r["rhat"], r["nll"]),
                 fontsize=6,
                 xytext=(3, 2),
@@ -152,7 +164,9 @@ def plot(records: list[dict], cells_dir: Path, png: Path) -> None:
         ax.set_title(f"{ds}, split {split}")
         ax.legend(fontsize=6)
     fig.suptitle(
-        "labels: peak a / cycle length L / cycles per chain (Gibbs/k: noise drawn every k steps)", fontsize=8
+        "labels: peak a / cycle length L / cycles per chain (Gibbs/k: noise drawn every k steps; "
+        "fGP: fsgld's GP prior)",
+        fontsize=8,
     )
     fig.tight_layout()
     fig.savefig(png, dpi=130)
@@ -175,6 +189,7 @@ def main() -> None:
         metavar="K",
         help="every K steps draw the noise precision from its Gamma conditional (chains run one at a time)",
     )
+    p.add_argument("--functional", action="store_true", help="fsgld's posterior: the split's fitted GP prior")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--data", default=None)
     p.add_argument("--out", default="uci_cyclical_rhat.jsonl")

@@ -2,9 +2,10 @@
 
 Reads the bench's cells (``docs/results/uci/*.jsonl`` or a run's ``uci_cells.jsonl``), keeps for
 each (set, split, method) the latest cell of the protocol that defines that method's current recipe
-(``bnnkit.bench.uci.protocol.CHANGED_IN``; and csgld's Gibbs experiment, version 8), and draws one panel per data set: each cell's R-hat
+(``bnnkit.bench.uci.protocol.CHANGED_IN``; and csgld's protocol 7 and Gibbs experiment, version 8),
+and draws one panel per data set: each cell's R-hat
 (maximum over the first 100 test inputs) against its test NLL in original units, with the 1.1
-line.  Used for docs/uci_results.md, "Protocol 7"::
+line.  Used for docs/uci_results.md, "Protocol 9"::
 
     python -m benchmarks.uci_rhat_plot docs/results/uci/*.jsonl --out docs/img/uci_rhat_nll.png
 """
@@ -19,7 +20,8 @@ from bnnkit.bench.uci.protocol import CHANGED_IN, PROTOCOL
 
 # (method, protocol: None for its current recipe, label, marker, colour)
 SERIES = (
-    ("csgld", None, "csgld (cyclical pSGLD, protocol 7)", "o", "C0"),
+    ("csgld", None, "csgld, ladder of peaks (protocol 9)", "o", "C0"),
+    ("csgld", 7, "csgld, one peak (protocol 7)", "o", "C7"),
     ("csgld", 8, "csgld + Gibbs noise draws (experiment, version 8)", "o", "C9"),
     ("sgld", None, "sgld (pSGLD, protocol 5)", "s", "C1"),
     ("sghmc", None, "sghmc (adaptive SGHMC, protocol 4)", "^", "C2"),
