@@ -7,7 +7,8 @@ and draws one panel per data set: each cell's R-hat
 (maximum over the first 100 test inputs) against its test NLL in original units, with the 1.1
 line.  Used for docs/uci_results.md, "Protocol 9"::
 
-    python -m benchmarks.uci_rhat_plot docs/results/uci/*.jsonl --out docs/img/uci_rhat_nll.png
+    python -m benchmarks.uci_rhat_plot docs/results/uci/*.jsonl docs/results/uci_experiments/csgld_gibbs.jsonl \\
+        --out docs/img/uci_rhat_nll.png
 """
 
 from __future__ import annotations
