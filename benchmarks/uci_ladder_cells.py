@@ -16,17 +16,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 
+from bnnkit.bench.uci.inference import kept_rung
 from bnnkit.bench.uci.protocol import FULL_PROTOCOL
-
-
-def kept_rung(ladder: list[dict], rhat: float) -> int:
-    """The index of the rung the ladder keeps: the first whose R-hat is <= ``rhat``, else the lowest."""
-    for i, r in enumerate(ladder):
-        if r["rhat"] <= rhat:
-            return i
-    return min(range(len(ladder)), key=lambda i: ladder[i].get("rhat", math.inf))
 
 
 def main() -> None:
