@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> dict:
         gibbs = {} if args.gibbs_every is None else {"gibbs_every": args.gibbs_every}
         if args.sampler == "asghmc":  # eps_t itself: the adapted mass makes the drift scale free
             step = CosineCycle(args.peak, args.cycle, args.exploration)
-            algorithm = AdaptiveSGHMC(step, mdecay=c["mdecay"], **gibbs)
+            algorithm = AdaptiveSGHMC(step, mdecay=c["mdecay"], explore_window=args.explore_window, **gibbs)
         else:
             step = CosineCycle(args.peak / n, args.cycle, args.exploration)
             algorithm = PreconditionedSGLD(step, alpha=c["sgld_alpha"], **gibbs)
@@ -105,7 +105,11 @@ def run(args: argparse.Namespace) -> dict:
         "dataset": args.dataset,
         "split": args.split,
         "peak": args.peak,
-        **({} if args.sampler == "psgld" else {"sampler": args.sampler}),
+        **(
+            {}
+            if args.sampler == "psgld"
+            else {"sampler": args.sampler, "explore_window": args.explore_window}
+        ),
         "cycle": args.cycle,
         "exploration": args.exploration,
         "draws_per_chain": args.draws,
@@ -207,6 +211,12 @@ def main() -> None:
         default=None,
         metavar="K",
         help="every K steps draw the noise precision from its Gamma conditional (chains run one at a time)",
+    )
+    p.add_argument(
+        "--explore-window",
+        type=int,
+        default=100,
+        help="asghmc: the mass's averaging window in exploration steps (1000000000: uncapped)",
     )
     p.add_argument("--functional", action="store_true", help="fsgld's posterior: the split's fitted GP prior")
     p.add_argument("--threads", type=int, default=1)
