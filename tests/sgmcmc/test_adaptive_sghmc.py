@@ -142,10 +142,13 @@ def test_same_seed_same_chain_and_vectorised_chains_find_the_posterior_mean():
     assert s.stats["noise_clipped"].shape == (4, 1000)
 
 
+@pytest.mark.parametrize("cyclical", [False, True], ids=["constant", "cyclical"])
 @pytest.mark.parametrize("chain_method", ["sequential", "vectorized"])
-@pytest.mark.parametrize("stop_after", [17, 70])  # in warm-up; in sampling
-def test_interrupted_run_resumes_bit_identical(tmp_path, stop_after, chain_method):
-    alg = AdaptiveSGHMC(0.03)
+@pytest.mark.parametrize("stop_after", [17, 70])  # in warm-up; in sampling (cyclical: its second cycle)
+def test_interrupted_run_resumes_bit_identical(tmp_path, stop_after, chain_method, cyclical):
+    from bnnkit.sgmcmc import CosineCycle
+
+    alg = AdaptiveSGHMC(CosineCycle(0.05, 50, exploration=0.5) if cyclical else 0.03)
     kw = dict(num_samples=45, num_warmup=30, thin=2, num_chains=2, chunk_size=10, chain_method=chain_method)
     reference = run(alg, **kw)
     out = str(tmp_path / "run")
@@ -251,21 +254,6 @@ def test_cyclical_exploration_injects_no_noise_and_constant_step_is_unchanged():
     assert torch.equal(a.positions, b.positions)
     cfg = AdaptiveSGHMC(CosineCycle(0.05, 100)).config()
     assert cfg["schedule"] == "cosine_cycle" and cfg["explore_window"] == 100
-
-
-@pytest.mark.parametrize("stop_after", [40, 130])  # in warm-up; in a later cycle
-def test_interrupted_cyclical_run_resumes_bit_identical(tmp_path, stop_after):
-    from bnnkit.sgmcmc import CosineCycle
-
-    alg = AdaptiveSGHMC(CosineCycle(0.05, 50, exploration=0.5))
-    kw = dict(num_samples=40, num_warmup=50, thin=2, num_chains=2, chunk_size=7, chain_method="vectorized")
-    reference = run(alg, **kw)
-    out = str(tmp_path / "run")
-    with pytest.raises(KeyboardInterrupt):
-        run(Interrupted(alg, stop_after), output=out, **kw)
-    resumed = run(alg, output=out, **kw)
-    assert torch.equal(resumed.positions, reference.positions)
-    assert torch.equal(resumed.stats["step_size"], reference.stats["step_size"])
 
 
 def test_cyclical_step_is_refused_by_the_fused_loop_with_a_clear_error():
