@@ -5,7 +5,7 @@ each (set, split, method) the latest cell of the protocol that defines that meth
 (``bnnkit.bench.uci.protocol.CHANGED_IN``; and csgld's protocol 7 and Gibbs experiment, version 8),
 and draws one panel per data set: each cell's R-hat
 (maximum over the first 100 test inputs) against its test NLL in original units, with the 1.1
-line.  Used for docs/uci_results.md, "Protocol 9"::
+line.  Used for docs/uci_results.md, "Protocol 10"::
 
     python -m benchmarks.uci_rhat_plot docs/results/uci/*.jsonl docs/results/uci_experiments/csgld_gibbs.jsonl \\
         --out docs/img/uci_rhat_nll.png
@@ -25,7 +25,8 @@ SERIES = (
     ("csgld", 7, "csgld, one peak (protocol 7)", "o", "C7"),
     ("csgld", 8, "csgld + Gibbs noise draws (experiment, version 8)", "o", "C9"),
     ("sgld", None, "sgld (pSGLD, protocol 5)", "s", "C1"),
-    ("sghmc", None, "sghmc (adaptive SGHMC, protocol 4)", "^", "C2"),
+    ("sghmc", None, "sghmc, cyclical adaptive SGHMC ladder (protocol 10)", "^", "C2"),
+    ("sghmc", 4, "sghmc, constant step (protocol 4)", "^", "C8"),
     ("fsgld", None, "fsgld (protocol 5)", "v", "C4"),
     ("fsghmc", None, "fsghmc (protocol 4)", "<", "C5"),
     ("nuts", None, "nuts (4 chains, protocol 6)", "D", "C3"),

@@ -53,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     ext.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     bench = sub.add_parser("bench", help="run a benchmark of the paper (tables as markdown, CSV and JSON)")
     bench_sub = bench.add_subparsers(dest="benchmark", required=True)
+    # the UCI bench's stock protocol versions, newest last (bnnkit.bench.uci.STOCK_VERSIONS; not
+    # imported here, so that `bnnkit --help` stays fast; tests/cli checks that they agree)
+    uci_versions = (3, 4, 5, 6, 7, 9, 10)
     uci = bench_sub.add_parser("uci", help="UCI regression: RMSE and NLL over the standard splits")
     uci.add_argument(
         "--datasets",
@@ -96,10 +99,11 @@ def build_parser() -> argparse.ArgumentParser:
     uci.add_argument(
         "--protocol",
         type=int,
-        choices=(3, 4, 5, 6, 7, 9),
-        default=9,
-        help="protocol version (default: %(default)s: csgld, cyclical pSGLD, climbs a ladder of peaks "
-        "and keeps the smallest whose chains converge); 7 runs csgld at one peak (0.05), "
+        choices=uci_versions,
+        default=uci_versions[-1],
+        help="protocol version (default: %(default)s: sghmc is cyclical scale-adapted SGHMC climbing a ladder of "
+        "(peak, window) rungs); 9 runs sghmc at a constant step, csgld climbing a ladder of peaks and keeping "
+        "the smallest whose chains converge; 7 runs csgld at one peak (0.05), "
         "3 rebuilds or extends the protocol-3 tables (plain SGHMC / fSGHMC at the step-size table), "
         "4 the protocol-4 ones (SGLD / fSGLD by protocol 3's recipe), 5 the protocol-5 ones (NUTS one "
         "chain of 100 draws), 6 the protocol-6 ones (no csgld)",

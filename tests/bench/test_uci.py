@@ -327,10 +327,13 @@ def test_gp_fit_subset_is_seeded_by_split_and_older_cells_are_reused_only_where_
     assert uci._same_run({**wine, "protocol": 3}, 5, False, False)
     # a protocol's cells count for a later one where only other methods' recipes changed: sghmc's
     # protocol-4 cells are protocol 5's, its protocol-3 cells are not; sgld changed in 5
-    assert uci.PROTOCOL == 9
+    assert uci.PROTOCOL == 10
     sghmc = {**cell, "method": "sghmc"}
-    assert uci._same_run({**sghmc, "protocol": 4}, 5, False, False)
-    assert not uci._same_run({**sghmc, "protocol": 3}, 5, False, False)
+    assert uci._same_run({**sghmc, "protocol": 4}, 5, False, False, version=9)
+    assert not uci._same_run({**sghmc, "protocol": 3}, 5, False, False, version=9)
+    # 10 changed sghmc (cyclical, a ladder of rungs): only its own cells count for it
+    assert not uci._same_run({**sghmc, "protocol": 9}, 5, False, False)
+    assert uci._same_run({**sghmc, "protocol": 10}, 5, False, False)
     assert uci._same_run({**sghmc, "protocol": 3}, 5, False, False, version=3)
     sgld = {**cell, "method": "sgld"}
     assert not uci._same_run({**sgld, "protocol": 4}, 5, False, False)
@@ -351,7 +354,8 @@ def test_gp_fit_subset_is_seeded_by_split_and_older_cells_are_reused_only_where_
     assert not uci._same_run({**csgld, "protocol": 8}, 5, False, False, version=9)
     assert uci._same_run({**csgld, "protocol": 9}, 5, False, False)
     assert uci._same_run({**nuts, "protocol": 6}, 5, False, False, version=8)
-    assert not uci._same_run({**nuts, "protocol": 6}, 5, False, False, version=10)
+    assert uci._same_run({**nuts, "protocol": 6}, 5, False, False, version=10)
+    assert not uci._same_run({**nuts, "protocol": 6}, 5, False, False, version=11)  # past PROTOCOL
     assert uci.adaptive_methods(7) == uci.adaptive_methods(9) == {"sghmc", "fsghmc", "sgld", "fsgld", "csgld"}
 
 
@@ -389,17 +393,13 @@ def test_protocol_5_runs_sgld_and_fsgld_as_psgld_from_map_warm_starts(tmp_path, 
     monkeypatch.setattr(
         uci.inference, "sample_or_diverged", lambda alg, *a, **k: (used.append(alg), real(alg, *a, **k))[1]
     )
+    p9 = uci.stock_protocol(True, 9)  # sghmc at its constant step (protocol 10 makes it cyclical)
     rep = run_uci(["yacht"], ["sgld", "fsgld", "sghmc"], splits=1, root=str(DATA), quick=True, progress=False,
-                  out=tmp_path, log=lambda s: None, tune=True)  # fmt: skip
-    a = uci.QUICK_PROTOCOL.config()["adaptive"]
+                  out=tmp_path, log=lambda s: None, tune=True, protocol=p9)  # fmt: skip
+    a = p9.config()["adaptive"]
     assert [type(u) for u in used] == [PreconditionedSGLD, PreconditionedSGLD, AdaptiveSGHMC]
     for c in rep["cells"]:
-        assert (
-            c["protocol"] == uci.PROTOCOL
-            and c["tuned"] is False
-            and c["stopped"] is not None
-            and c["map_steps"]
-        )
+        assert c["protocol"] == 9 and c["tuned"] is False and c["stopped"] is not None and c["map_steps"]
         assert math.isfinite(c["rmse"]) and c["rhat"] is not None
         if c["method"] != "sghmc":
             assert c["step_size"] == pytest.approx(a["sgld_step_size"] / uci.QUICK_PROTOCOL.max_rows)
@@ -483,9 +483,10 @@ def test_csgld_ladder_keeps_the_smallest_peak_whose_chains_converge(tmp_path, mo
         return run
 
     monkeypatch.setattr(uci.inference, "map_warm_start", counted)
-    p9 = uci.QUICK_PROTOCOL
+    p9 = uci.stock_protocol(True, 9)
     ladder = p9.config()["adaptive"]["cyclical_ladder"]
     assert p9.version == 9 and list(ladder) == [0.02, 0.05, 0.1]
+    assert uci.QUICK_PROTOCOL.config()["adaptive"]["cyclical_ladder"] == ladder  # protocol 10 kept csgld's
     assert uci.FULL_PROTOCOL.config()["adaptive"]["cyclical_ladder"] == [0.02, 0.05, 0.1]
     assert uci.stock_protocol(False, 7).config()["adaptive"]["cyclical_ladder"] is None
     (c9,) = run_uci_arrays(x, y, out=tmp_path / "9", protocol=p9, **kw)["cells"]
@@ -516,3 +517,71 @@ def test_csgld_ladder_keeps_the_smallest_peak_whose_chains_converge(tmp_path, mo
         "the first of 0.02, 0.05, 0.1 whose chains agree, R-hat <= 1.1"
         in (tmp_path / "9" / "uci.md").read_text()
     )
+
+
+def test_protocol_10_sghmc_is_cyclical_adaptive_sghmc_climbing_peak_and_window_rungs(tmp_path, monkeypatch):
+    """Protocol 10's sghmc: scale-adapted SGHMC on csgld's cosine cycle, each rung a (peak eps,
+    exploration window) pair, climbed from the same warm starts by csgld's rule (first rung whose
+    chains agree, else the lowest R-hat); the cell keeps the rung's peak, window and step, and
+    the report says which rung each split kept.  Protocol 9's sghmc is the constant step."""
+    from bnnkit.sgmcmc import AdaptiveSGHMC
+    from bnnkit.sgmcmc.schedules import CosineCycle
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(80, 3, generator=g)
+    y = x[:, 0] + 0.1 * torch.randn(80, generator=g)
+    kw = dict(splits=1, methods=["sghmc"], quick=True, progress=False, log=lambda s: None)
+    used = []
+    real = uci.inference.sample_or_diverged
+    monkeypatch.setattr(
+        uci.inference, "sample_or_diverged", lambda alg, *a, **k: (used.append(alg), real(alg, *a, **k))[1]
+    )
+    p10 = uci.QUICK_PROTOCOL
+    a = p10.config()["adaptive"]
+    rungs = [[0.05, 100], [0.05, 1000], [0.07, 100]]
+    assert p10.version == 10 and a["cyclical_sghmc_ladder"] == rungs
+    assert uci.FULL_PROTOCOL.config()["adaptive"]["cyclical_sghmc_ladder"] == rungs
+    assert uci.stock_protocol(False, 9).config()["adaptive"]["cyclical_sghmc_ladder"] is None
+    (c,) = run_uci_arrays(x, y, out=tmp_path / "10", protocol=p10, **kw)["cells"]
+    assert [(u.step_size, u.explore_window) for u in used] == [
+        (CosineCycle(p, a["cyclical_cycle"], a["cyclical_exploration"]), w) for p, w in rungs
+    ]
+    assert all(type(u) is AdaptiveSGHMC and u.mdecay == a["mdecay"] for u in used)
+    # the quick chains are too short to converge: every rung ran, and the lowest R-hat is kept
+    assert [[r["peak"], r["window"]] for r in c["ladder"]] == rungs
+    best = min(c["ladder"], key=lambda r: r["rhat"])
+    assert (c["rhat"], c["peak"], c["window"]) == (best["rhat"], best["peak"], best["window"])
+    assert c["step_size"] == best["peak"] and c["protocol"] == 10
+    md = (tmp_path / "10" / "uci.md").read_text()
+    assert (
+        "cyclical scale-adapted SGHMC" in md
+        and f"{best['peak']} (window {best['window']}) on 1 (3 runs" in md
+    )
+    # an R-hat every run meets: the first rung ends the climb
+    loose = p10.replace(version=99, adaptive={**a, "rhat": 1e9})
+    (c,) = run_uci_arrays(x, y, out=tmp_path / "loose", protocol=loose, **kw)["cells"]
+    assert [[r["peak"], r["window"]] for r in c["ladder"]] == rungs[:1] and (c["peak"], c["window"]) == (
+        0.05,
+        100,
+    )
+    # protocol 9: one constant-step run, no ladder
+    used.clear()
+    (c9,) = run_uci_arrays(x, y, out=tmp_path / "9", protocol=uci.stock_protocol(True, 9), **kw)["cells"]
+    assert [u.step_size for u in used] == [a["step_size"]] and not c9.get("ladder") and "window" not in c9
+
+
+@pytest.mark.parametrize(
+    "key, ladder, message",
+    [
+        ("cyclical_ladder", (0.02, 0.0), "cyclical_ladder holds csgld's peaks"),
+        ("cyclical_ladder", (0.02, float("nan")), "cyclical_ladder"),
+        ("cyclical_sghmc_ladder", ((0.05, 0),), "cyclical_sghmc_ladder holds"),
+        ("cyclical_sghmc_ladder", ((-0.05, 100),), "cyclical_sghmc_ladder"),
+        ("cyclical_sghmc_ladder", (0.05,), "cyclical_sghmc_ladder"),
+        ("cyclical_sghmc_ladder", ((0.05, 2.5),), "cyclical_sghmc_ladder"),
+    ],
+)
+def test_a_bad_ladder_rung_is_refused_when_the_protocol_is_built(key, ladder, message):
+    a = uci.FULL_PROTOCOL.config()["adaptive"]
+    with pytest.raises(BnnkitError, match=message):
+        uci.FULL_PROTOCOL.replace(version=99, adaptive={**a, key: ladder})

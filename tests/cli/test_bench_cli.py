@@ -59,3 +59,22 @@ def test_a_stop_by_ctrl_c_says_where_the_finished_work_is(tmp_path, capsys, monk
     assert main(["bench", "bandit", "--quick", "--out", str(tmp_path / "b")]) == 130
     err = capsys.readouterr().err
     assert f"kept in {tmp_path / 'b'}" in err and "--resume" in err
+
+
+def test_uci_protocol_choices_are_the_bench_stock_versions():
+    """The CLI lists the UCI versions without importing the bench; they must be its stock ones, newest
+    (the default) last."""
+    from bnnkit.bench.uci.protocol import PROTOCOL, STOCK_VERSIONS
+    from bnnkit.cli.main import build_parser
+
+    action = next(
+        a
+        for a in build_parser()
+        ._subparsers._group_actions[0]
+        .choices["bench"]
+        ._subparsers._group_actions[0]
+        .choices["uci"]
+        ._actions
+        if a.dest == "protocol"
+    )
+    assert tuple(action.choices) == STOCK_VERSIONS and action.default == PROTOCOL

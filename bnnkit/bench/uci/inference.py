@@ -185,17 +185,18 @@ def _replayed(init: Any) -> Any:
 
 
 def _adaptive(method: str, data: Any, cfg: dict, gp: Any, seed: int, progress: bool) -> tuple[Posterior, Any]:
-    """A cell of the ``adaptive`` table (protocols 4, 5, 7 and 9): sghmc / fsghmc run scale-adapted
+    """A cell of the ``adaptive`` table (protocols 4, 5, 7, 9 and 10): sghmc / fsghmc run scale-adapted
     SGHMC, sgld / fsgld preconditioned SGLD, csgld cyclical pSGLD, from per-chain MAP warm starts,
     until the function-space R-hat and ESS at the test inputs (inputs only) meet the table's
     thresholds or the draw budget is spent.  fsghmc and fsgld sample the functional posterior with
     the fitted GP prior in its Vecchia form.  The draws' ``config["convergence"]`` holds the last
     R-hat and ESS and what stopped the run.
 
-    csgld with a ``cyclical_ladder`` (protocol 9) runs each peak in turn from the same warm starts
-    and seed and keeps the first run whose chains agree, R-hat at most the table's ``rhat`` when it
-    ended (none did: the one of lowest R-hat);
-    ``convergence["ladder"]`` lists every rung run (peak, R-hat, ESS, draws, seconds)."""
+    csgld with a ``cyclical_ladder`` (protocol 9), and sghmc with a ``cyclical_sghmc_ladder``
+    (protocol 10: cyclical scale-adapted SGHMC, rungs of peak and exploration window), run each rung
+    in turn from the same warm starts and seed and keep the first run whose chains agree, R-hat at
+    most the table's ``rhat`` when it ended (none did: the one of lowest R-hat);
+    ``convergence["ladder"]`` lists every rung run (peak, window, R-hat, ESS, draws, seconds)."""
     c = cfg["adaptive"]
     x = data.x_train
     functional = family(method) == "fsg"
@@ -203,27 +204,42 @@ def _adaptive(method: str, data: Any, cfg: dict, gp: Any, seed: int, progress: b
         raise BnnkitError(f"the adaptive table's prior_form must be 'vecchia', got {c['prior_form']!r}.")
     post = _sampler_posterior(x, cfg, gp, functional=functional, vecchia=True)
     init = _replayed(map_warm_start(post, x, data.y_train, cfg, functional))
-    ladder = c.get("cyclical_ladder") if method == "csgld" else None
+    ladder = _ladder(method, c)
     if not ladder:
         s, rule = _adaptive_run(method, post, data, cfg, init, seed, progress, c.get("cyclical_peak"))
         return post, _converged_draws(s, rule, init)
     rungs: list[dict[str, Any]] = []
     runs = []  # (draws, rule) of each rung
-    for peak in ladder:
+    for rung in ladder:
+        # csgld's rungs are peaks; sghmc's (protocol 10) are (peak, exploration window) pairs
+        peak, window = (rung, None) if method == "csgld" else rung
         t0 = time.perf_counter()
-        s, rule = _adaptive_run(method, post, data, cfg, init, seed, progress, peak)
+        s, rule = _adaptive_run(method, post, data, cfg, init, seed, progress, peak, window)
         # agreement of the chains (R-hat) decides; ESS only ends a run early: demanding it too
         # climbed past peaks whose chains agreed (Boston split 0: R-hat 1.044 at 0.05, ESS 77) to
         # a larger peak and a worse fit (test NLL 2.56 at 0.1)
         met = bool(rule.last) and rule.last["rhat"] <= rule.rhat
-        rungs.append({"peak": peak, **rule.last, "converged": met, "seconds": time.perf_counter() - t0})
+        where = {"peak": peak} if window is None else {"peak": peak, "window": window}
+        rungs.append({**where, **rule.last, "converged": met, "seconds": time.perf_counter() - t0})
         runs.append((s, rule))
         if met:
             break
     k = kept_rung(rungs, c["rhat"])
     s = _converged_draws(*runs[k], init)
     s.config["convergence"].update(ladder=rungs, peak=rungs[k]["peak"])
+    if "window" in rungs[k]:
+        s.config["convergence"]["window"] = rungs[k]["window"]
     return post, s
+
+
+def _ladder(method: str, c: Mapping[str, Any]) -> Any:
+    """The rungs a cell of ``method`` climbs (None: one run): csgld's peaks (protocol 9), sghmc's
+    (peak, window) pairs (protocol 10)."""
+    if method == "csgld":
+        return c.get("cyclical_ladder")
+    if method == "sghmc":
+        return c.get("cyclical_sghmc_ladder")
+    return None
 
 
 def kept_rung(rungs: Sequence[Mapping[str, Any]], rhat: float) -> int:
@@ -237,10 +253,19 @@ def kept_rung(rungs: Sequence[Mapping[str, Any]], rhat: float) -> int:
 
 
 def _adaptive_run(
-    method: str, post: Any, data: Any, cfg: dict, init: Any, seed: int, progress: bool, peak: float | None
+    method: str,
+    post: Any,
+    data: Any,
+    cfg: dict,
+    init: Any,
+    seed: int,
+    progress: bool,
+    peak: float | None,
+    window: int | None = None,
 ) -> tuple[Any, Any]:
-    """One run of the ``adaptive`` table (csgld at cyclical peak ``peak``): the draws and the
-    stopping rule that watched them."""
+    """One run of the ``adaptive`` table (csgld at cyclical peak ``peak``; sghmc with a ``window``:
+    cyclical at peak eps ``peak``, the mass re-estimated over at most ``window`` exploration steps):
+    the draws and the stopping rule that watched them."""
     from ...diagnostics import FunctionSpaceConvergence
     from ...sgmcmc import AdaptiveSGHMC, PreconditionedSGLD
     from ...sgmcmc.schedules import CosineCycle
@@ -250,9 +275,16 @@ def _adaptive_run(
     n = x.shape[0]
     # burn-in, draws per chain, thinning, draws per check of the stopping rule
     length = (c["burn_in"], c["draws"], c["thin"], c["min_draws"])
-    if method in MOMENTUM:
-        step: Any = c["step_size"]
-        algorithm: Any = AdaptiveSGHMC(step, mdecay=c["mdecay"])
+    if method in MOMENTUM and window is not None:
+        # eps_t = eps_peak (cos(pi r_t) + 1) / 2 (no / N: the adapted mass makes the drift scale free),
+        # csgld's cycles and lengths
+        step: Any = peak
+        schedule = CosineCycle(peak, c["cyclical_cycle"], c["cyclical_exploration"])
+        algorithm: Any = AdaptiveSGHMC(schedule, mdecay=c["mdecay"], explore_window=window)
+        length = (c["cyclical_cycle"], c["cyclical_draws"], c["cyclical_thin"], c["cyclical_min_draws"])
+    elif method in MOMENTUM:
+        step = c["step_size"]
+        algorithm = AdaptiveSGHMC(step, mdecay=c["mdecay"])
     elif method == "csgld":
         # eps_t = (a / N) (cos(pi r_t) + 1) / 2 over cycles of L steps; one whole cycle of burn-in
         step = peak / n
@@ -289,7 +321,7 @@ def _adaptive_run(
         if torch.isfinite(s.positions).all():
             rule.update(s.positions)
         s.config["stopped"] = {"reason": "fixed length (Gibbs draws: chains run one at a time)", **rule.last}
-    s.config["step_size_used"] = step  # csgld: the peak step
+    s.config["step_size_used"] = step  # csgld and cyclical sghmc: the peak step
     return s, rule
 
 

@@ -53,6 +53,12 @@ every one):
   target only ends a run early; if none agrees, the one with the lowest R-hat), so the
   peak is the smallest that converges on that split, chosen without test labels; its seconds are
   every rung's;
+- sghmc (protocol 10, the default): cyclical scale-adapted SGHMC on the same cycles as csgld
+  (:class:`~bnnkit.sgmcmc.AdaptiveSGHMC` on a :class:`~bnnkit.sgmcmc.CosineCycle` of
+  ``cyclical_cycle`` steps, the mass re-estimated where a cycle explores over at most a window of
+  steps and frozen where it samples), climbing ``cyclical_sghmc_ladder``, a ladder of (peak eps,
+  window) rungs, by csgld's rule (the first whose chains agree, else the lowest R-hat); None
+  (protocols 4-9): the constant step ``step_size``;
 - asghmc: protocol 3's scale-adapted SGHMC cell (eps 3e-2, cold start from a prior draw),
   kept for comparison;
 - nuts: full-batch NUTS (the gold standard on small sets), N(0, 1) prior, the noise precision
@@ -144,11 +150,14 @@ VI_METHODS = methods_of("vi")  # bbb, fbnn, mcdropout, ensemble
 # ladder of peaks (``cyclical_ladder``, 0.02 -> 0.05 -> 0.1) and keeps the first whose chains agree,
 # R-hat <= ``rhat`` (the smallest converging peak, chosen without test labels; on split 0 it was
 # 0.02 on yacht and energy, 0.05 on Boston and concrete, 0.1 on wine and kin8nm, and NLL rose above
-# it); every other method's cells are protocol 7's (and so 6's).
-PROTOCOL = 9
+# it); every other method's cells are protocol 7's (and so 6's).  10: sghmc is cyclical scale-adapted
+# SGHMC climbing ``cyclical_sghmc_ladder`` (docs/sgmcmc_diagnosis.md, "Cyclical scale-adapted SGHMC":
+# on split 0 a rung of it converged on all seven sets, at a better NLL than csgld on six); every
+# other method's cells are protocol 9's.
+PROTOCOL = 10
 GIBBS_CSGLD_VERSION = 8
 # the versions :func:`stock_protocol` builds (``--protocol``)
-STOCK_VERSIONS = (3, 4, 5, 6, 7, PROTOCOL)
+STOCK_VERSIONS = (3, 4, 5, 6, 7, 9, PROTOCOL)
 # The methods each version changed (the cells of the version before are not its cells).
 CHANGED_IN = {
     4: frozenset({"sghmc", "fsghmc"}),
@@ -157,6 +166,7 @@ CHANGED_IN = {
     7: frozenset({"csgld"}),
     8: frozenset({"csgld"}),  # the Gibbs experiment (not a stock protocol): its cells are its own
     9: frozenset({"csgld"}),
+    10: frozenset({"sghmc"}),
 }
 # The versions that moved methods into the ``adaptive`` table (6 changed nuts, which it does not run).
 _JOINED_ADAPTIVE = (4, 5, 7)
@@ -291,6 +301,11 @@ class UCIProtocol:
         # keeping the first whose chains agree, R-hat <= rhat (none: the lowest R-hat); its cost
         # is every rung it ran.  None (protocol 7): cyclical_peak alone.
         cyclical_ladder=(2e-2, 5e-2, 1e-1),
+        # protocol 10: sghmc's (peak eps, exploration window) rungs, tried in turn as csgld's peaks
+        # are.  On split 0 (docs/sgmcmc_diagnosis.md) eps 0.05 with window 100 converged on yacht,
+        # energy and kin8nm, window 1,000 on Boston and concrete, 0.07 with window 100 on wine and
+        # protein.  None (protocols 4-9): the constant step_size.
+        cyclical_sghmc_ladder=((5e-2, 100), (5e-2, 1000), (7e-2, 100)),
         cyclical_cycle=2000,
         cyclical_exploration=0.9,
         cyclical_draws=160,
@@ -346,6 +361,7 @@ class UCIProtocol:
         # the tables are frozen however they were given (a plain dict through replace(), say)
         for f in dataclasses.fields(self):
             object.__setattr__(self, f.name, _frozen(getattr(self, f.name)))
+        _check_ladders(self.adaptive)
 
     def replace(self, **changes: Any) -> UCIProtocol:
         """This protocol with ``changes``; give it a new ``version`` if its cells differ."""
@@ -361,6 +377,29 @@ class UCIProtocol:
         out["noise_prior"] = tuple(out["noise_prior"])
         out["tune"] = out["tune"] if tune else None
         return out
+
+
+def _check_ladders(adaptive: Mapping[str, Any] | None) -> None:
+    """Refuse a bad rung when the protocol is built, not when a cell reaches it (after its MAP
+    phase, hours into a run)."""
+    if not adaptive:
+        return
+
+    def positive(x: Any) -> bool:
+        return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+
+    for peak in adaptive.get("cyclical_ladder") or ():
+        if not positive(peak):
+            raise BnnkitError(
+                f"cyclical_ladder holds csgld's peaks (a in a / N), positive numbers; got {peak!r}. Try (0.02, 0.05, 0.1)."
+            )
+    for rung in adaptive.get("cyclical_sghmc_ladder") or ():
+        ok = isinstance(rung, Sequence) and len(rung) == 2 and positive(rung[0])
+        if not ok or isinstance(rung[1], bool) or not isinstance(rung[1], int) or rung[1] < 1:
+            raise BnnkitError(
+                "cyclical_sghmc_ladder holds sghmc's (peak eps, exploration window) rungs: a positive number and a "
+                f"whole number of steps >= 1; got {rung!r}. Try ((0.05, 100), (0.05, 1000), (0.07, 100))."
+            )
 
 
 FULL_PROTOCOL = UCIProtocol()
@@ -392,6 +431,7 @@ QUICK = {
         "sgld_alpha": 0.99,
         "cyclical_peak": 5e-2,
         "cyclical_ladder": (2e-2, 5e-2, 1e-1),
+        "cyclical_sghmc_ladder": ((5e-2, 100), (5e-2, 1000), (7e-2, 100)),
         "cyclical_cycle": 20,
         "cyclical_exploration": 0.5,
         "cyclical_draws": 8,
@@ -421,7 +461,7 @@ DEFAULTS = FULL_PROTOCOL.config()
 
 def stock_protocol(quick: bool, version: int = PROTOCOL) -> UCIProtocol:
     """The bench's protocol: :data:`QUICK_PROTOCOL` for ``--quick``, else :data:`FULL_PROTOCOL`;
-    ``version=7`` gives protocol 7 (csgld at ``cyclical_peak`` alone, no ladder), ``version=6``
+    ``version=9`` gives protocol 9 (sghmc at a constant step), ``version=7`` protocol 7 (csgld at ``cyclical_peak`` alone, no ladder), ``version=6``
     protocol 6 (the same recipes, without csgld), ``version=3`` protocol 3
     (no ``adaptive`` table: sghmc and fsghmc run plain (f)SGHMC at the step-size table), which rebuilds and extends the protocol-3 tables of docs/uci_results.md;
     ``version=4`` protocol 4 (sgld and fsgld at protocol 3's recipe); ``version=5`` protocol 5 (nuts
@@ -430,6 +470,10 @@ def stock_protocol(quick: bool, version: int = PROTOCOL) -> UCIProtocol:
     stock = QUICK_PROTOCOL if quick else FULL_PROTOCOL
     if version == PROTOCOL:
         return stock
+    # protocol 9: sghmc at its constant step (no cycles)
+    stock = stock.replace(adaptive={**stock.config()["adaptive"], "cyclical_sghmc_ladder": None})
+    if version == 9:
+        return stock.replace(version=9)
     # protocol 7: csgld at cyclical_peak alone (no ladder)
     stock = stock.replace(adaptive={**stock.config()["adaptive"], "cyclical_ladder": None})
     if version == 7:
@@ -440,7 +484,7 @@ def stock_protocol(quick: bool, version: int = PROTOCOL) -> UCIProtocol:
         return stock.replace(version=version, nuts=_ONE_CHAIN_NUTS[quick])
     if version == 3:
         return stock.replace(version=3, adaptive=None, nuts=_ONE_CHAIN_NUTS[quick])
-    raise BnnkitError(f"the UCI bench runs protocol {PROTOCOL}, 7, 6, 5, 4 or 3, not {version!r}.")
+    raise BnnkitError(f"the UCI bench runs protocol {PROTOCOL}, 9, 7, 6, 5, 4 or 3, not {version!r}.")
 
 
 def gibbs_csgld_protocol(quick: bool = False, every: int | None = None) -> UCIProtocol:

@@ -205,13 +205,24 @@ def _report(
     adaptive = [m for m in methods if m in adaptive_methods(cfg["version"])] if cfg.get("adaptive") else []
     sg_run = {m: cfg["step_size"][m] for m in methods if m in SG_METHODS and m not in adaptive}
     a = cfg.get("adaptive") or {}
-    hmc = [m for m in adaptive if m in MOMENTUM]
+    sghmc_ladder = a.get("cyclical_sghmc_ladder")
+    cyc_hmc = ["sghmc"] if sghmc_ladder and "sghmc" in adaptive else []
+    hmc = [m for m in adaptive if m in MOMENTUM and m not in cyc_hmc]
     langevin = [m for m in adaptive if m not in MOMENTUM and m != "csgld"]
     ladder = a.get("cyclical_ladder")
     kernels = (
         (
             [f"{', '.join(hmc)}: scale-adapted SGHMC (eps {a['step_size']}, mdecay {a['mdecay']})"]
             if hmc
+            else []
+        )
+        + (
+            [
+                "sghmc: cyclical scale-adapted SGHMC (eps_t = a x (cos(pi r_t) + 1) / 2 over csgld's cycles, the "
+                "mass re-estimated over at most w steps where a cycle explores and frozen where it samples; "
+                f"(a, w) the first of {', '.join(map(str, map(tuple, sghmc_ladder)))} whose chains agree, by csgld's rule)"
+            ]
+            if cyc_hmc
             else []
         )
         + (
@@ -361,9 +372,12 @@ def _report(
                 stats["rhat_at_most_1.1"] = sum(r <= 1.1 for r in rhats)
                 stats["rhat_cells"] = len(rhats)
             ladders = [c for c in sel if c.get("ladder")]
-            if ladders:  # protocol 9's csgld: the peak each split kept, and how many runs it took
-                kept = [c["peak"] for c in ladders]
-                stats["peaks_kept"] = {str(p): kept.count(p) for p in sorted(set(kept))}
+            if ladders:  # csgld (9), sghmc (10): the rung each split kept, and how many runs it took
+                kept = [
+                    c["peak"] if c.get("window") is None else f"{c['peak']} (window {c['window']})"
+                    for c in ladders
+                ]
+                stats["peaks_kept"] = {str(p): kept.count(p) for p in sorted(set(kept), key=str)}
                 stats["ladder_runs"] = sum(len(c["ladder"]) for c in ladders)
             summary.setdefault(name, {})[m] = stats
             p_r = PAPER["rmse"].get(name, {}).get(m)
@@ -407,7 +421,9 @@ def _report(
     if peaks:
         lines += [
             "",
-            "The peak each csgld cell kept from its ladder (splits per peak): " + "; ".join(peaks) + ".",
+            "The rung each ladder cell (csgld, protocol 10's sghmc) kept (splits per rung): "
+            + "; ".join(peaks)
+            + ".",
         ]
     if shown:
         lines += [

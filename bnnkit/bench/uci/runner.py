@@ -312,8 +312,8 @@ def _run_cells(
                     **_settings(method, quick, tune, version),
                 }
                 conv = s.config.get("convergence") if isinstance(getattr(s, "config", None), dict) else None
-                # the adaptive table: function-space R-hat / ESS, what ended the run (csgld, protocol 9:
-                # and every rung of its ladder)
+                # the adaptive table: function-space R-hat / ESS, what ended the run (csgld, protocol 9,
+                # and sghmc, protocol 10: every rung of its ladder; sghmc's kept window too)
                 if conv:
                     cell.update(
                         {
@@ -326,7 +326,9 @@ def _run_cells(
                                 "map_steps",
                                 "ladder",
                                 "peak",
+                                "window",
                             )
+                            if k != "window" or k in conv  # csgld's cells have no window
                         }
                     )
                 cells.append(cell)
