@@ -243,8 +243,9 @@ def _ladder(method: str, c: Mapping[str, Any]) -> Any:
 
 
 def kept_rung(rungs: Sequence[Mapping[str, Any]], rhat: float) -> int:
-    """The index of the rung a csgld ladder keeps: the first whose R-hat is at most ``rhat``, else
-    (no peak converged) the one whose chains came closest, by R-hat, not by test labels.  Also used
+    """The index of the rung a ladder (csgld's peaks, sghmc's peak and window pairs) keeps: the first
+    whose R-hat is at most ``rhat``, else (none converged) the one whose chains came closest, by
+    R-hat, not by test labels.  Also used
     by ``benchmarks/uci_ladder_cells.py`` to check cells written by an earlier form of the rule."""
     for i, r in enumerate(rungs):
         if r.get("rhat", math.inf) <= rhat:
