@@ -129,7 +129,7 @@ def test_run_uci_arrays_runs_the_protocol_on_arrays_in_memory(tmp_path):
 
 
 def test_the_protocol_is_one_frozen_versioned_config():
-    assert FULL_PROTOCOL.version == uci.PROTOCOL == 9
+    assert FULL_PROTOCOL.version == uci.PROTOCOL == 10
     with pytest.raises(dataclasses.FrozenInstanceError):
         FULL_PROTOCOL.burn_in = 10  # type: ignore[misc]
     with pytest.raises(TypeError):
@@ -143,7 +143,7 @@ def test_the_protocol_is_one_frozen_versioned_config():
         FULL_PROTOCOL.replace(epochs=3)
     # a changed protocol must say so by its version, or its cells would pass for the bench's
     wider = FULL_PROTOCOL.replace(hidden=50)
-    with pytest.raises(BnnkitError, match=r"\['hidden'\] but keeps its version 9"):
+    with pytest.raises(BnnkitError, match=r"\['hidden'\] but keeps its version 10"):
         run_uci(["boston"], ["sgld"], out="unused", protocol=wider)
     assert isinstance(wider.replace(version=7), UCIProtocol)
 
@@ -155,11 +155,11 @@ def test_cells_are_matched_on_the_protocol_version():
     assert uci._same_run({**cell, "protocol": 4}, 0, False, False, version=4)
     assert not uci._same_run({**cell, "protocol": 4}, 0, False, False, version=3)
     # protocol 4 changed only sghmc's recipe, 5 only sgld's, 6 only nuts', 7 added csgld, 8 (an
-    # experiment) and 9 changed csgld's: bbb's protocol-3 cells are protocol-4 to -9 cells; a version
-    # the bench does not know counts no earlier cell
+    # experiment) and 9 changed csgld's, 10 sghmc's: bbb's protocol-3 cells are protocol-4 to -10 cells;
+    # a version the bench does not know counts no earlier cell
     bbb = {**cell, "method": "bbb", "protocol": 3}
-    assert all(uci._same_run(bbb, 0, False, False, version=v) for v in (4, 5, 6, 7, 8, 9))
-    assert not uci._same_run(bbb, 0, False, False, version=10)
+    assert all(uci._same_run(bbb, 0, False, False, version=v) for v in (4, 5, 6, 7, 8, 9, 10))
+    assert not uci._same_run(bbb, 0, False, False, version=11)
     assert uci._same_run({**cell, "protocol": 4}, 0, False, False, version=6)
     nuts = {**cell, "method": "nuts", "protocol": 3}
     assert uci._same_run(nuts, 0, False, False, version=5) and not uci._same_run(nuts, 0, False, False)
@@ -210,7 +210,7 @@ def test_protocol_3_stays_runnable_for_its_tables(tmp_path):
     and writes protocol-3 cells; the other versions are refused."""
     p3 = uci.stock_protocol(True, 3)
     assert p3.version == 3 and p3.config()["adaptive"] is None and uci.stock_protocol(True) is QUICK_PROTOCOL
-    with pytest.raises(BnnkitError, match="runs protocol 9, 7, 6, 5, 4 or 3"):
+    with pytest.raises(BnnkitError, match="runs protocol 10, 9, 7, 6, 5, 4 or 3"):
         uci.stock_protocol(False, 2)
     g = torch.Generator().manual_seed(0)
     x = torch.randn(60, 3, generator=g)
