@@ -17,7 +17,8 @@ times a unit-scale RMSprop direction), so ``a_peak`` is the peak RMSprop learnin
 ``--sampler asghmc`` runs cyclical scale-adapted SGHMC instead (Zhang et al.'s cSGHMC with the bench
 sghmc's mass, :class:`~bnnkit.sgmcmc.AdaptiveSGHMC` on a :class:`~bnnkit.sgmcmc.CosineCycle`): the
 same cycle with ``eps_t = a_peak / 2 (cos(...) + 1)`` (no ``/ N``: its drift ``eps^2 M^-1 grad U`` is
-scale free), the mass estimated in the first cycle and frozen.  At terminal velocity a coordinate
+scale free), the mass estimated in the first cycle, re-estimated in every exploration stage over
+at most ``--explore-window`` steps and frozen in every sampling stage.  At terminal velocity a coordinate
 moves about ``eps^2 / mdecay = 20 eps^2`` per step, so ``a_peak`` 0.022 / 0.035 / 0.05 kick about
 as hard as pSGLD's 0.02 / 0.05 / 0.1.
 

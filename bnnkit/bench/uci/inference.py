@@ -210,9 +210,7 @@ def _adaptive(method: str, data: Any, cfg: dict, gp: Any, seed: int, progress: b
         return post, _converged_draws(s, rule, init)
     rungs: list[dict[str, Any]] = []
     runs = []  # (draws, rule) of each rung
-    for rung in ladder:
-        # csgld's rungs are peaks; sghmc's (protocol 10) are (peak, exploration window) pairs
-        peak, window = (rung, None) if method == "csgld" else rung
+    for peak, window in ladder:
         t0 = time.perf_counter()
         s, rule = _adaptive_run(method, post, data, cfg, init, seed, progress, peak, window)
         # agreement of the chains (R-hat) decides; ESS only ends a run early: demanding it too
@@ -232,13 +230,13 @@ def _adaptive(method: str, data: Any, cfg: dict, gp: Any, seed: int, progress: b
     return post, s
 
 
-def _ladder(method: str, c: Mapping[str, Any]) -> Any:
-    """The rungs a cell of ``method`` climbs (None: one run): csgld's peaks (protocol 9), sghmc's
-    (peak, window) pairs (protocol 10)."""
-    if method == "csgld":
-        return c.get("cyclical_ladder")
-    if method == "sghmc":
-        return c.get("cyclical_sghmc_ladder")
+def _ladder(method: str, c: Mapping[str, Any]) -> list[tuple[float, int | None]] | None:
+    """The (peak, exploration window) rungs a cell of ``method`` climbs (None: one run): csgld's peaks
+    (protocol 9) with no window, sghmc's pairs (protocol 10)."""
+    if method == "csgld" and c.get("cyclical_ladder"):
+        return [(peak, None) for peak in c["cyclical_ladder"]]
+    if method == "sghmc" and c.get("cyclical_sghmc_ladder"):
+        return [(peak, window) for peak, window in c["cyclical_sghmc_ladder"]]
     return None
 
 
