@@ -129,6 +129,8 @@ def run(args: argparse.Namespace) -> dict:
 
 # The bench's split-0 cells drawn beside the cyclical runs (docs/results/uci/<set>.jsonl).
 REFERENCES = (("sgld", 5, "pSGLD, protocol 5", "s"), ("sghmc", 4, "SGHMC, protocol 4", "^"))
+# beside runs with the GP prior: the bench's functional cells
+GP_REFERENCES = (("fsgld", 5, "fSGLD, protocol 5", "s"), ("fsghmc", 4, "fSGHMC, protocol 4", "^"))
 CELL_FILES = {
     "boston": "boston",
     "yacht": "yacht",
@@ -157,10 +159,14 @@ def plot(records: list[dict], cells_dir: Path, png: Path) -> None:
         ax.axis("off")
     for ax, ds in zip(axes.flat, sets):
         mine = [r for r in records if r["dataset"] == ds]
-        ax.scatter([r["rhat"] for r in mine], [r["nll"] for r in mine], c="C0", label="cyclical pSGLD")
+        for sampler, label, colour in (("psgld", "cyclical pSGLD", "C0"), ("asghmc", "cyclical asghmc", "C2")):
+            runs = [r for r in mine if r.get("sampler", "psgld") == sampler]
+            if runs:
+                ax.scatter([r["rhat"] for r in runs], [r["nll"] for r in runs], c=colour, label=label)
         for r in mine:
             ax.annotate(
                 f"{r['peak']:g}/{r['cycle']}/{r['cycles']:.0f}"
+                + (f" w{r['explore_window']}" if r.get("sampler") == "asghmc" else "")
                 + ("x8" if r["chains"] == 8 else "")
                 + (f" Gibbs/{r['gibbs_every']}" if r.get("gibbs_every") else "")
                 + (" fGP" if r.get("functional") else ""),
@@ -171,7 +177,8 @@ def plot(records: list[dict], cells_dir: Path, png: Path) -> None:
             )
         split = mine[0]["split"]
         cells = [json.loads(line) for line in (cells_dir / f"{CELL_FILES[ds]}.jsonl").open()]
-        refs = [(m, v, label, mk) for m, v, label, mk in REFERENCES] + [("nuts", 6, "NUTS, 4 chains", "D")]
+        gp = all(r.get("functional") for r in mine)
+        refs = [*(GP_REFERENCES if gp else REFERENCES), ("nuts", 6, "NUTS, 4 chains", "D")]
         for method, version, label, marker in refs:
             for c in cells:
                 if c["split"] == split and c["method"] == method and c.get("protocol") == version:
@@ -182,8 +189,8 @@ def plot(records: list[dict], cells_dir: Path, png: Path) -> None:
         ax.set_title(f"{ds}, split {split}")
         ax.legend(fontsize=6)
     fig.suptitle(
-        "labels: peak a / cycle length L / cycles per chain (Gibbs/k: noise drawn every k steps; "
-        "fGP: fsgld's GP prior)",
+        "labels: peak a / cycle length L / cycles per chain (w: asghmc's exploration window; Gibbs/k: noise "
+        "drawn every k steps; fGP: the split's fitted GP prior)",
         fontsize=8,
     )
     fig.tight_layout()
