@@ -123,10 +123,15 @@ class RegressionPredictive:
     def stddev(self) -> Tensor:
         return self.variance.sqrt()
 
+    def log_prob_draws(self, y: Tensor) -> Tensor:
+        """Per-draw, per-point log density ``log N(y_n; f_s(x_n), sigma_s^2)``, ``[S, N]``: the
+        pointwise log-likelihood matrix of PSIS-LOO (:func:`bnnkit.diagnostics.psis_loo`)."""
+        y = _as_targets(y, self.f.shape[1:])
+        return -0.5 * ((y - self.f) ** 2 / self.noise_var + torch.log(self.noise_var) + LOG_2PI)
+
     def log_prob(self, y: Tensor) -> Tensor:
         """Per-point log predictive density (log-sum-exp over draws)."""
-        y = _as_targets(y, self.f.shape[1:])
-        lp = -0.5 * ((y - self.f) ** 2 / self.noise_var + torch.log(self.noise_var) + LOG_2PI)
+        lp = self.log_prob_draws(y)
         return torch.logsumexp(lp + self.log_weights.to(lp.dtype).unsqueeze(-1), 0)
 
     def nll(self, y: Tensor) -> float:

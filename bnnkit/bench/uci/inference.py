@@ -196,7 +196,9 @@ def _adaptive(method: str, data: Any, cfg: dict, gp: Any, seed: int, progress: b
     (protocol 10: cyclical scale-adapted SGHMC, rungs of peak and exploration window), run each rung
     in turn from the same warm starts and seed and keep the first run whose chains agree, R-hat at
     most the table's ``rhat`` when it ended (none did: the one of lowest R-hat);
-    ``convergence["ladder"]`` lists every rung run (peak, window, R-hat, ESS, draws, seconds)."""
+    ``convergence["ladder"]`` lists every rung run (peak, window, R-hat, ESS, draws, seconds).  With
+    ``rung_choice="loo"`` (:func:`loo_rungs_protocol`) every rung runs and the cell keeps the converged
+    one of highest PSIS-LOO elpd on the training rows (:func:`loo_rung`), recorded per rung."""
     c = cfg["adaptive"]
     x = data.x_train
     functional = family(method) == "fsg"
@@ -208,6 +210,7 @@ def _adaptive(method: str, data: Any, cfg: dict, gp: Any, seed: int, progress: b
     if not ladder:
         s, rule = _adaptive_run(method, post, data, cfg, init, seed, progress, c.get("cyclical_peak"))
         return post, _converged_draws(s, rule, init)
+    by_fit = c.get("rung_choice", "first") == "loo"  # loo_rungs_protocol()
     rungs: list[dict[str, Any]] = []
     runs = []  # (draws, rule) of each rung
     for peak, window in ladder:
@@ -218,11 +221,12 @@ def _adaptive(method: str, data: Any, cfg: dict, gp: Any, seed: int, progress: b
         # a larger peak and a worse fit (test NLL 2.56 at 0.1)
         met = bool(rule.last) and rule.last["rhat"] <= rule.rhat
         where = {"peak": peak} if window is None else {"peak": peak, "window": window}
-        rungs.append({**where, **rule.last, "converged": met, "seconds": time.perf_counter() - t0})
+        fit = _training_loo(post, s, data) if by_fit and met else {}
+        rungs.append({**where, **rule.last, "converged": met, **fit, "seconds": time.perf_counter() - t0})
         runs.append((s, rule))
-        if met:
+        if met and not by_fit:
             break
-    k = kept_rung(rungs, c["rhat"])
+    k = loo_rung(rungs, c["rhat"]) if by_fit else kept_rung(rungs, c["rhat"])
     s = _converged_draws(*runs[k], init)
     s.config["convergence"].update(ladder=rungs, peak=rungs[k]["peak"])
     if "window" in rungs[k]:
@@ -249,6 +253,30 @@ def kept_rung(rungs: Sequence[Mapping[str, Any]], rhat: float) -> int:
         if r.get("rhat", math.inf) <= rhat:
             return i
     return min(range(len(rungs)), key=lambda i: rungs[i].get("rhat", math.inf))
+
+
+def loo_rung(rungs: Sequence[Mapping[str, Any]], rhat: float) -> int:
+    """The index of the rung :func:`loo_rungs_protocol`'s ladder keeps: among the rungs whose R-hat is
+    at most ``rhat``, the one of highest ``loo_elpd`` (PSIS-LOO on the training rows, no test
+    labels); none converged: :func:`kept_rung`'s choice, the lowest R-hat."""
+    agree = [i for i, r in enumerate(rungs) if r.get("rhat", math.inf) <= rhat and "loo_elpd" in r]
+    if not agree:
+        return kept_rung(rungs, rhat)
+    return max(agree, key=lambda i: rungs[i]["loo_elpd"])
+
+
+def _training_loo(post: Any, s: Any, data: Any) -> dict[str, Any]:
+    """PSIS-LOO of the draws ``s`` on the training rows (standardised units, per row): ``loo_elpd``
+    (elpd_loo / N), ``loo_se`` (its s.e. / N), ``pareto_k_max`` and ``bad_k`` (rows with k > 0.7);
+    empty when a draw is not finite (a diverged rung has no fit to compare)."""
+    from ...diagnostics import psis_loo
+
+    if not torch.isfinite(s.positions).all():
+        return {}
+    lp = predictive(post, s, data.x_train).log_prob_draws(data.y_train)  # [chains * draws, N]
+    r = psis_loo(lp.reshape(s.num_chains, s.num_draws, -1))
+    n = r["n"]
+    return {"loo_elpd": r["elpd"] / n, "loo_se": r["se"] / n, "pareto_k_max": r["pareto_k_max"], "bad_k": r["bad_k"]}
 
 
 def _adaptive_run(
