@@ -570,42 +570,49 @@ def test_protocol_10_sghmc_is_cyclical_adaptive_sghmc_climbing_peak_and_window_r
     assert [u.step_size for u in used] == [a["step_size"]] and not c9.get("ladder") and "window" not in c9
 
 
-def test_the_loo_rung_experiment_runs_every_rung_and_keeps_the_best_fit_among_those_that_agree(tmp_path):
-    """loo_rungs_protocol (version 11): every rung of sghmc's ladder runs; the converged ones carry
-    their PSIS-LOO elpd on the training rows, and the cell keeps the highest; where none converges it keeps the lowest R-hat, as protocol 10."""
-    from bnnkit.bench.uci.inference import loo_rung
+def test_the_fit_rungs_experiment_runs_every_rung_and_keeps_the_best_fit_among_those_that_agree(tmp_path):
+    """fit_rungs_protocol (version 11): every rung of sghmc's ladder runs and records its fit (the
+    training rows' in-sample lppd and PSIS-LOO, the test RMSE / NLL that no rule reads); the cell
+    keeps the converged rung of highest lppd; where none converges it keeps the lowest R-hat, as
+    protocol 10."""
+    from bnnkit.bench.uci.inference import fit_rung
 
     g = torch.Generator().manual_seed(0)
     x = torch.randn(80, 3, generator=g)
     y = x[:, 0] + 0.1 * torch.randn(80, generator=g)
     kw = dict(splits=1, methods=["sghmc"], quick=True, progress=False, log=lambda s: None)
-    p11 = uci.loo_rungs_protocol(True)
+    p11 = uci.fit_rungs_protocol(True)
     a = p11.config()["adaptive"]
-    assert p11.version == 11 and a["rung_choice"] == "loo" and uci.protocol.CHANGED_IN[11] == {"sghmc"}
+    assert p11.version == 11 and a["rung_choice"] == "lppd" and uci.protocol.CHANGED_IN[11] == {"sghmc"}
     assert "rung_choice" not in uci.QUICK_PROTOCOL.config()["adaptive"]  # protocol 10: the first that agrees
     rungs = [list(r) for r in a["cyclical_sghmc_ladder"]]
     # an R-hat every rung meets: all three run and are scored; the best-fitting one is kept
     loose = p11.replace(version=98, adaptive={**a, "rhat": 1e9})
     (c,) = run_uci_arrays(x, y, out=tmp_path / "loose", protocol=loose, **kw)["cells"]
     assert [[r["peak"], r["window"]] for r in c["ladder"]] == rungs
-    elpd = [r["loo_elpd"] for r in c["ladder"]]
+    lppd = [r["train_lppd"] for r in c["ladder"]]
     # the quick cycle explores for fewer than 100 steps, so windows 100 and 1,000 give one chain
-    assert all(math.isfinite(e) for e in elpd) and elpd[0] == elpd[1] != elpd[2]
-    best = c["ladder"][max(range(3), key=lambda i: elpd[i])]
-    assert (c["peak"], c["window"], c["rhat"]) == (best["peak"], best["window"], best["rhat"])
-    # the quick chains do not converge at the protocol's R-hat: no rung is scored, lowest R-hat kept
+    assert all(math.isfinite(e) for e in lppd) and lppd[0] == lppd[1] != lppd[2]
+    kept = c["ladder"][max(range(3), key=lambda i: lppd[i])]
+    assert (c["peak"], c["window"], c["rhat"]) == (kept["peak"], kept["window"], kept["rhat"])
+    # the rung's test numbers are the cell's (the same draws), and the in-sample fit is at least LOO's
+    assert (kept["test_rmse"], kept["test_nll"]) == pytest.approx((c["rmse"], c["nll"]), rel=1e-6)
+    assert all(r["train_lppd"] >= r["loo_elpd"] and r["bad_k"] >= 0 for r in c["ladder"])
+    # the quick chains do not converge at the protocol's R-hat: every rung runs, lowest R-hat kept
     (c,) = run_uci_arrays(x, y, out=tmp_path / "11", protocol=p11, **kw)["cells"]
-    assert len(c["ladder"]) == 3 and not any("loo_elpd" in r for r in c["ladder"])
+    assert len(c["ladder"]) == 3 and all("train_lppd" in r for r in c["ladder"])
     assert c["rhat"] == min(r["rhat"] for r in c["ladder"]) and c["protocol"] == 11
-    # the rule alone: a converged rung of lower elpd loses to a later one; unconverged fit is ignored
+    assert "the one that fits the training rows best" in (tmp_path / "11" / "uci.md").read_text()
+    # the rule alone: a converged rung of lower fit loses to a later one; unconverged fit is ignored
     ladder = [
-        {"rhat": 1.05, "loo_elpd": -0.9},
-        {"rhat": 1.3, "loo_elpd": 0.5},
-        {"rhat": 1.08, "loo_elpd": -0.2},
+        {"rhat": 1.05, "train_lppd": -0.9},
+        {"rhat": 1.3, "train_lppd": 0.5},
+        {"rhat": 1.08, "train_lppd": -0.2},
     ]
-    assert loo_rung(ladder, 1.1) == 2 and loo_rung([{"rhat": 1.3}, {"rhat": 1.2}], 1.1) == 1
+    assert fit_rung(ladder, 1.1, "train_lppd") == 2
+    assert fit_rung([{"rhat": 1.3}, {"rhat": 1.2}], 1.1, "train_lppd") == 1
     with pytest.raises(BnnkitError, match="rung_choice is 'first'"):
-        p11.replace(version=97, adaptive={**a, "rung_choice": "best"})
+        p11.replace(version=97, adaptive={**a, "rung_choice": "loo"})
 
 
 @pytest.mark.parametrize(

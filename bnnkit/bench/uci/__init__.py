@@ -54,7 +54,7 @@ from .protocol import (  # noqa: F401
     default_step_size,
     friction,
     gibbs_csgld_protocol,
-    loo_rungs_protocol,
+    fit_rungs_protocol,
     stock_protocol,
 )
 from .records import _read_cells, _same_run, _settings  # noqa: F401
@@ -87,6 +87,6 @@ __all__ = [
     "run_uci_arrays",
     "stock_protocol",
     "gibbs_csgld_protocol",
-    "loo_rungs_protocol",
+    "fit_rungs_protocol",
     "uci_num_splits",
 ]

@@ -22,6 +22,7 @@ from ...data.minibatch import Minibatches
 from ...laplace import Laplace
 from ...likelihoods import Gaussian
 from ...predict import predict
+from ...predict.metrics import rmse
 from ...priors import GaussianPrior
 from ..divergence import sample_or_diverged
 from ..methods import MOMENTUM, family, is_sg, sg_algorithm
@@ -197,8 +198,9 @@ def _adaptive(method: str, data: Any, cfg: dict, gp: Any, seed: int, progress: b
     in turn from the same warm starts and seed and keep the first run whose chains agree, R-hat at
     most the table's ``rhat`` when it ended (none did: the one of lowest R-hat);
     ``convergence["ladder"]`` lists every rung run (peak, window, R-hat, ESS, draws, seconds).  With
-    ``rung_choice="loo"`` (:func:`loo_rungs_protocol`) every rung runs and the cell keeps the converged
-    one of highest PSIS-LOO elpd on the training rows (:func:`loo_rung`), recorded per rung."""
+    ``rung_choice="lppd"`` (:func:`fit_rungs_protocol`) every rung runs, each records its fit
+    (:func:`_rung_fit`), and the cell keeps the converged one that fits the training rows best
+    (:func:`fit_rung`)."""
     c = cfg["adaptive"]
     x = data.x_train
     functional = family(method) == "fsg"
@@ -210,7 +212,7 @@ def _adaptive(method: str, data: Any, cfg: dict, gp: Any, seed: int, progress: b
     if not ladder:
         s, rule = _adaptive_run(method, post, data, cfg, init, seed, progress, c.get("cyclical_peak"))
         return post, _converged_draws(s, rule, init)
-    by_fit = c.get("rung_choice", "first") == "loo"  # loo_rungs_protocol()
+    score = RUNG_CHOICES[c.get("rung_choice", "first")]  # fit_rungs_protocol(): every rung runs
     rungs: list[dict[str, Any]] = []
     runs = []  # (draws, rule) of each rung
     for peak, window in ladder:
@@ -221,12 +223,13 @@ def _adaptive(method: str, data: Any, cfg: dict, gp: Any, seed: int, progress: b
         # a larger peak and a worse fit (test NLL 2.56 at 0.1)
         met = bool(rule.last) and rule.last["rhat"] <= rule.rhat
         where = {"peak": peak} if window is None else {"peak": peak, "window": window}
-        fit = _training_loo(post, s, data) if by_fit and met else {}
-        rungs.append({**where, **rule.last, "converged": met, **fit, "seconds": time.perf_counter() - t0})
+        seconds = time.perf_counter() - t0  # the run's; judging its fit is not part of its cost
+        fit = _rung_fit(post, s, data) if score else {}
+        rungs.append({**where, **rule.last, "converged": met, **fit, "seconds": seconds})
         runs.append((s, rule))
-        if met and not by_fit:
+        if met and not score:
             break
-    k = loo_rung(rungs, c["rhat"]) if by_fit else kept_rung(rungs, c["rhat"])
+    k = fit_rung(rungs, c["rhat"], score) if score else kept_rung(rungs, c["rhat"])
     s = _converged_draws(*runs[k], init)
     s.config["convergence"].update(ladder=rungs, peak=rungs[k]["peak"])
     if "window" in rungs[k]:
@@ -255,28 +258,45 @@ def kept_rung(rungs: Sequence[Mapping[str, Any]], rhat: float) -> int:
     return min(range(len(rungs)), key=lambda i: rungs[i].get("rhat", math.inf))
 
 
-def loo_rung(rungs: Sequence[Mapping[str, Any]], rhat: float) -> int:
-    """The index of the rung :func:`loo_rungs_protocol`'s ladder keeps: among the rungs whose R-hat is
-    at most ``rhat``, the one of highest ``loo_elpd`` (PSIS-LOO on the training rows, no test
-    labels); none converged: :func:`kept_rung`'s choice, the lowest R-hat."""
-    agree = [i for i, r in enumerate(rungs) if r.get("rhat", math.inf) <= rhat and "loo_elpd" in r]
+RUNG_CHOICES = {"first": None, "lppd": "train_lppd"}  # rung_choice -> the score it keeps
+
+
+def fit_rung(rungs: Sequence[Mapping[str, Any]], rhat: float, score: str) -> int:
+    """The index of the rung :func:`fit_rungs_protocol`'s ladder keeps: among the rungs whose R-hat is
+    at most ``rhat``, the one of highest ``score`` (a fit to the training rows such as
+    ``train_lppd``: no test labels); none converged: :func:`kept_rung`'s choice, the lowest R-hat."""
+    agree = [i for i, r in enumerate(rungs) if r.get("rhat", math.inf) <= rhat and score in r]
     if not agree:
         return kept_rung(rungs, rhat)
-    return max(agree, key=lambda i: rungs[i]["loo_elpd"])
+    return max(agree, key=lambda i: rungs[i][score])
 
 
-def _training_loo(post: Any, s: Any, data: Any) -> dict[str, Any]:
-    """PSIS-LOO of the draws ``s`` on the training rows (standardised units, per row): ``loo_elpd``
-    (elpd_loo / N), ``loo_se`` (its s.e. / N), ``pareto_k_max`` and ``bad_k`` (rows with k > 0.7);
-    empty when a draw is not finite (a diverged rung has no fit to compare)."""
+def _rung_fit(post: Any, s: Any, data: Any) -> dict[str, Any]:
+    """How a rung's draws ``s`` fit, for choosing among rungs and for judging that choice:
+    ``train_lppd``, the mean over training rows of ``log (1/S) sum_s p(y_n | theta_s)``
+    (standardised units; in-sample, so it rewards fit and does not penalise overfitting), PSIS-LOO
+    on the training rows (``loo_elpd`` = elpd_loo / N, ``loo_se``, ``pareto_k_max`` and ``bad_k``,
+    the rows with k > 0.7 where the estimate is unreliable), and ``test_rmse`` / ``test_nll`` in
+    original units, which no rule reads (they say afterwards whether a rule chose well).  Empty
+    when a draw is not finite (a diverged rung has no fit to compare)."""
     from ...diagnostics import psis_loo
 
     if not torch.isfinite(s.positions).all():
         return {}
     lp = predictive(post, s, data.x_train).log_prob_draws(data.y_train)  # [chains * draws, N]
+    lppd = float((torch.logsumexp(lp, 0) - math.log(lp.shape[0])).mean())
     r = psis_loo(lp.reshape(s.num_chains, s.num_draws, -1))
     n = r["n"]
-    return {"loo_elpd": r["elpd"] / n, "loo_se": r["se"] / n, "pareto_k_max": r["pareto_k_max"], "bad_k": r["bad_k"]}
+    test = predictive(post, s, data.x_test)
+    return {
+        "train_lppd": lppd,
+        "loo_elpd": r["elpd"] / n,
+        "loo_se": r["se"] / n,
+        "pareto_k_max": r["pareto_k_max"],
+        "bad_k": r["bad_k"],
+        "test_rmse": rmse(data.unnormalise_y(test.mean), data.unnormalise_y(data.y_test)),
+        "test_nll": float(-data.unnormalise_log_density(test.log_prob(data.y_test)).mean()),
+    }
 
 
 def _adaptive_run(

@@ -220,7 +220,14 @@ def _report(
             [
                 "sghmc: cyclical scale-adapted SGHMC (eps_t = a x (cos(pi r_t) + 1) / 2 over csgld's cycles, the "
                 "mass re-estimated over at most w steps where a cycle explores and frozen where it samples; "
-                f"(a, w) the first of {', '.join(map(str, map(tuple, sghmc_ladder)))} whose chains agree, by csgld's rule)"
+                + (
+                    f"(a, w) each of {', '.join(map(str, map(tuple, sghmc_ladder)))}, keeping among those whose chains "
+                    f"agree (R-hat <= {a['rhat']}) the one that fits the training rows best (in-sample log "
+                    "pointwise predictive density; none agree: the lowest R-hat))"
+                    if a.get("rung_choice", "first") != "first"
+                    else f"(a, w) the first of {', '.join(map(str, map(tuple, sghmc_ladder)))} whose chains agree, "
+                    "by csgld's rule)"
+                )
             ]
             if cyc_hmc
             else []
