@@ -52,9 +52,9 @@ from .protocol import (  # noqa: F401
     adaptive_methods,
     canonical_methods,
     default_step_size,
+    fit_rungs_protocol,
     friction,
     gibbs_csgld_protocol,
-    fit_rungs_protocol,
     stock_protocol,
 )
 from .records import _read_cells, _same_run, _settings  # noqa: F401
