@@ -12,15 +12,75 @@ cells are written and read as the bench's are::
 
     python -m benchmarks.uci_fit_rungs --datasets boston,yacht --splits 10 --data ../shared/data --out OUT
     python -m benchmarks.uci_fit_rungs --datasets boston,yacht --splits 10 --from-cells OUT/uci_cells.jsonl --out OUT
+
+``--compare CELLS`` runs nothing: from the cells' per-rung records it prints, per set, the test
+RMSE / NLL each rule's rung gives (``first``: protocol 10's first converged rung; ``lppd``: this
+experiment's; ``loo``: PSIS-LOO's; ``best test NLL``: the rung a rule reading the test labels would
+keep, a bound and not a rule), and checks that ``first`` gives protocol 10's cells in
+``--p10-cells`` where the split has one.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
 
 import torch
 
 from bnnkit.bench.uci import fit_rungs_protocol, run_uci
+from bnnkit.bench.uci.inference import fit_rung, kept_rung
+from bnnkit.bench.uci.report import _mean_se
+
+RHAT = 1.1
+# rule name -> the index of the rung it keeps, from the cell's ladder records
+RULES: dict[str, Callable[[Sequence[dict[str, Any]]], int]] = {
+    "first (protocol 10)": lambda rungs: kept_rung(rungs, RHAT),
+    "lppd (this experiment)": lambda rungs: fit_rung(rungs, RHAT, "train_lppd"),
+    "PSIS-LOO": lambda rungs: fit_rung(rungs, RHAT, "loo_elpd"),
+    "best test NLL (a bound, reads test labels)": lambda rungs: fit_rung(
+        [{**r, "neg_test_nll": -r["test_nll"]} for r in rungs], RHAT, "neg_test_nll"
+    ),
+}
+
+
+def compare(cells_path: Path, p10_dir: Path) -> str:
+    """The markdown table of ``--compare`` (see the module docstring)."""
+    cells = [json.loads(line) for line in cells_path.open()]
+    p10 = {}
+    for f in p10_dir.glob("*.jsonl"):
+        for line in f.open():
+            c = json.loads(line)
+            if c["method"] == "sghmc" and c.get("protocol") == 10:
+                p10[(c["dataset"], c["split"])] = c
+    lines = [
+        "| set | splits | rule | test RMSE | test NLL | splits where it keeps another rung than `first` |",
+        "|---|---:|---|---|---|---:|",
+    ]
+    mismatches = []
+    for ds in sorted({c["dataset"] for c in cells}):
+        mine = sorted((c for c in cells if c["dataset"] == ds), key=lambda c: c["split"])
+        for name, rule in RULES.items():
+            kept = [c["ladder"][rule(c["ladder"])] for c in mine]
+            firsts = [c["ladder"][kept_rung(c["ladder"], RHAT)] for c in mine]
+            rm, rse = _mean_se([r["test_rmse"] for r in kept])
+            nm, nse = _mean_se([r["test_nll"] for r in kept])
+            moved = sum(r is not f for r, f in zip(kept, firsts))
+            lines.append(f"| {ds} | {len(mine)} | {name} | {rm:.3f} +- {rse:.3f} | {nm:.3f} +- {nse:.3f} | {moved} |")
+        for c in mine:  # the first rule must reproduce protocol 10's cell of the split
+            old = p10.get((ds, c["split"]))
+            first = c["ladder"][kept_rung(c["ladder"], RHAT)]
+            if old and abs(old["nll"] - first["test_nll"]) > 1e-4:
+                mismatches.append(f"{ds} split {c['split']}: protocol 10 {old['nll']:.4f}, first {first['test_nll']:.4f}")
+    lines.append("")
+    lines.append(
+        "`first` reproduces protocol 10's cells on every split that has one."
+        if not mismatches
+        else "`first` differs from protocol 10's cell: " + "; ".join(mismatches)
+    )
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -34,7 +94,12 @@ def main() -> None:
     p.add_argument("--quick", action="store_true")
     p.add_argument("--resume", action="store_true")
     p.add_argument("--from-cells", default=None, metavar="JSONL")
+    p.add_argument("--compare", default=None, metavar="JSONL", help="run nothing: compare the rules on these cells")
+    p.add_argument("--p10-cells", default="docs/results/uci", help="protocol 10's cells, for --compare")
     a = p.parse_args()
+    if a.compare:
+        print(compare(Path(a.compare), Path(a.p10_cells)))
+        return
     torch.set_num_threads(a.threads)
     report = run_uci(
         [d for d in a.datasets.split(",") if d],
