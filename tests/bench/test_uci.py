@@ -611,6 +611,7 @@ def test_the_fit_rungs_experiment_runs_every_rung_and_keeps_the_best_fit_among_t
     ]
     assert fit_rung(ladder, 1.1, "train_lppd") == 2
     assert fit_rung([{"rhat": 1.3}, {"rhat": 1.2}], 1.1, "train_lppd") == 1
+    assert fit_rung([{"rhat": 1.05, "loo_elpd": math.nan}, {"rhat": 1.06, "loo_elpd": -3.0}], 1.1, "loo_elpd") == 1
     with pytest.raises(BnnkitError, match="rung_choice is 'first'"):
         p11.replace(version=97, adaptive={**a, "rung_choice": "loo"})
 

@@ -265,7 +265,8 @@ def fit_rung(rungs: Sequence[Mapping[str, Any]], rhat: float, score: str) -> int
     """The index of the rung :func:`fit_rungs_protocol`'s ladder keeps: among the rungs whose R-hat is
     at most ``rhat``, the one of highest ``score`` (a fit to the training rows such as
     ``train_lppd``: no test labels); none converged: :func:`kept_rung`'s choice, the lowest R-hat."""
-    agree = [i for i, r in enumerate(rungs) if r.get("rhat", math.inf) <= rhat and score in r]
+    # a score that is not a number (PSIS-LOO gives NaN where every row's k is infinite) ranks nothing
+    agree = [i for i, r in enumerate(rungs) if r.get("rhat", math.inf) <= rhat and math.isfinite(r.get(score, math.nan))]
     if not agree:
         return kept_rung(rungs, rhat)
     return max(agree, key=lambda i: rungs[i][score])
