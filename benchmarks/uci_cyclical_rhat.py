@@ -102,6 +102,9 @@ def run(args: argparse.Namespace) -> dict:
     seconds = time.perf_counter() - t0
     pred = predictive(post, s, data.x_test)
     lp = pred.log_prob(data.y_test)
+    train = predictive(post, s, x)
+    # the sampled noise sd (original units): a chain that explains the data by noise shows here
+    noise_sd = data.unnormalise_std((-0.5 * s.params["likelihood.log_precision"].reshape(-1)).exp().median())
     return {
         "dataset": args.dataset,
         "split": args.split,
@@ -120,6 +123,8 @@ def run(args: argparse.Namespace) -> dict:
         **({"functional": True} if args.functional else {}),
         "cycles": s.num_draws * args.thin / (args.cycle * (1 - args.exploration)),
         "rmse": rmse(data.unnormalise_y(pred.mean), data.unnormalise_y(data.y_test)),
+        "train_rmse": rmse(data.unnormalise_y(train.mean), data.unnormalise_y(y)),
+        "noise_sd_median": float(noise_sd),
         "nll": float(-data.unnormalise_log_density(lp).mean()),
         "rhat": rule.last.get("rhat"),
         "ess": rule.last.get("ess"),
