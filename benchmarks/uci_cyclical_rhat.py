@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 from pathlib import Path
 
@@ -62,13 +63,17 @@ def run(args: argparse.Namespace) -> dict:
     n = x.shape[0]
     t0 = time.perf_counter()
     gp = None
+    if args.fixed_noise and not args.functional:
+        raise SystemExit("--fixed-noise holds the GP fit's noise: use it with --functional.")
     if args.functional:  # the bench's fit of the split's GP (seed 0 + split, as its cells)
         from bnnkit.functional import GPPrior
 
         gp = GPPrior("rbf", input_dim=x.shape[1], jitter=1e-4)
-        _fit_split_gp(gp, data, cfg, args.split)
+        fitted = _fit_split_gp(gp, data, cfg, args.split)
     with global_rng_seeded(args.split):  # the network's initial layout, as the bench's cells
-        post = _sampler_posterior(x, cfg, gp, functional=args.functional, vecchia=True)
+        # --fixed-noise: the GP fit's noise sd, held fixed (the VI baselines' floor under it)
+        sd = max(math.sqrt(fitted["noise_variance"]), cfg["noise_floor"]) if args.fixed_noise else None
+        post = _sampler_posterior(x, cfg, gp, functional=args.functional, vecchia=True, noise=sd)
         init = map_warm_start(post, x, y, cfg, functional=args.functional)
         rule = FunctionSpaceConvergence(
             post, data.x_test[: c["check_inputs"]], rhat=1.1, ess=100, min_draws=10
@@ -104,7 +109,10 @@ def run(args: argparse.Namespace) -> dict:
     lp = pred.log_prob(data.y_test)
     train = predictive(post, s, x)
     # the sampled noise sd (original units): a chain that explains the data by noise shows here
-    noise_sd = data.unnormalise_std((-0.5 * s.params["likelihood.log_precision"].reshape(-1)).exp().median())
+    if args.fixed_noise:
+        noise_sd = data.unnormalise_std(post.likelihood.noise)
+    else:
+        noise_sd = data.unnormalise_std((-0.5 * s.params["likelihood.log_precision"].reshape(-1)).exp().median())
     return {
         "dataset": args.dataset,
         "split": args.split,
@@ -121,6 +129,7 @@ def run(args: argparse.Namespace) -> dict:
         "chains": args.chains,
         **({} if args.gibbs_every is None else {"gibbs_every": args.gibbs_every}),
         **({"functional": True} if args.functional else {}),
+        **({"fixed_noise": True} if args.fixed_noise else {}),
         "cycles": s.num_draws * args.thin / (args.cycle * (1 - args.exploration)),
         "rmse": rmse(data.unnormalise_y(pred.mean), data.unnormalise_y(data.y_test)),
         "train_rmse": rmse(data.unnormalise_y(train.mean), data.unnormalise_y(y)),
@@ -232,6 +241,9 @@ def main() -> None:
         help="asghmc: the mass's averaging window in exploration steps (1000000000: uncapped)",
     )
     p.add_argument("--functional", action="store_true", help="fsgld's posterior: the split's fitted GP prior")
+    p.add_argument(
+        "--fixed-noise", action="store_true", help="with --functional: the noise sd fixed at the GP fit's, not sampled"
+    )
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--data", default=None)
     p.add_argument("--out", default="uci_cyclical_rhat.jsonl")

@@ -39,17 +39,23 @@ def predictive(post: Any, draws: Any, inputs: torch.Tensor) -> Any:
     return predict(post, draws, inputs)
 
 
-def _sampler_posterior(x: torch.Tensor, cfg: dict, gp: Any, functional: bool, vecchia: bool = False) -> Any:
+def _sampler_posterior(
+    x: torch.Tensor, cfg: dict, gp: Any, functional: bool, vecchia: bool = False, noise: float | None = None
+) -> Any:
     """The samplers' posterior on the training inputs ``x``: the network, a Gaussian likelihood with
     the noise precision sampled, and the N(0, prior_scale^2) weight prior, or (``functional``) the
     fitted GP prior at the measurement points: all training inputs up to
     ``cfg["measurement_points"]`` of them (the paper's UCI protocol), else that many drawn per step;
-    ``vecchia``: the GP prior in its Vecchia form."""
+    ``vecchia``: the GP prior in its Vecchia form; ``noise``: the noise sd held fixed at that
+    value instead of sampled (``benchmarks/uci_cyclical_rhat.py --fixed-noise``)."""
     from ...functional import FunctionalPosterior, MeasurementPoints, Vecchia
 
     n, d = x.shape
     net = mlp(d, cfg["hidden"])
-    lik = Gaussian(cfg["noise_init"], learn_noise=True, precision_prior=tuple(cfg["noise_prior"]))
+    if noise is None:
+        lik = Gaussian(cfg["noise_init"], learn_noise=True, precision_prior=tuple(cfg["noise_prior"]))
+    else:
+        lik = Gaussian(noise)
     if not functional:
         return Posterior(net, lik, GaussianPrior(cfg["prior_scale"]), num_data=n)
     if n <= cfg["measurement_points"]:
@@ -400,7 +406,10 @@ def _run_method_seeded(method: str, data: Any, cfg: dict, noise: float, gp: Any,
     x, y = data.x_train, data.y_train
     n, d = x.shape
     net = mlp(d, cfg["hidden"])
-    lik = Gaussian(cfg["noise_init"], learn_noise=True, precision_prior=tuple(cfg["noise_prior"]))
+    if noise is None:
+        lik = Gaussian(cfg["noise_init"], learn_noise=True, precision_prior=tuple(cfg["noise_prior"]))
+    else:
+        lik = Gaussian(noise)
     stream = Minibatches(x, y, batch_size=min(cfg["batch_size"], n))
     sg = dict(
         num_samples=cfg["draws"], num_warmup=cfg["burn_in"], thin=cfg["thin"], seed=seed, progress=progress
