@@ -183,7 +183,8 @@ def plot(records: list[dict], cells_dir: Path, png: Path) -> None:
                 + (f" w{r['explore_window']}" if r.get("sampler") == "asghmc" else "")
                 + ("x8" if r["chains"] == 8 else "")
                 + (f" Gibbs/{r['gibbs_every']}" if r.get("gibbs_every") else "")
-                + (" fGP" if r.get("functional") else ""),
+                + (" fGP" if r.get("functional") else "")
+                + (" fixed noise" if r.get("fixed_noise") else ""),
                 (r["rhat"], r["nll"]),
                 fontsize=6,
                 xytext=(3, 2),
