@@ -14,39 +14,15 @@ and ESS are measured at the end. The cells are written and read as the bench's a
 
 from __future__ import annotations
 
-import argparse
-
-import torch
-
-from bnnkit.bench.uci import gibbs_csgld_protocol, run_uci
+from benchmarks._uci_experiment import experiment_parser, run_experiment
+from bnnkit.bench.uci import gibbs_csgld_protocol
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--datasets", default="boston,yacht,concrete,energy")
-    p.add_argument("--splits", type=int, default=10)
+    p = experiment_parser(__doc__, "boston,yacht,concrete,energy", "bnnkit-out/uci-csgld-gibbs")
     p.add_argument("--every", type=int, default=50, help="steps between Gibbs draws of the noise precision")
-    p.add_argument("--data", default=None)
-    p.add_argument("--out", default="bnnkit-out/uci-csgld-gibbs")
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--resume", action="store_true")
-    p.add_argument("--from-cells", default=None, metavar="JSONL")
     a = p.parse_args()
-    torch.set_num_threads(a.threads)
-    report = run_uci(
-        [d for d in a.datasets.split(",") if d],
-        ["csgld"],
-        splits=a.splits,
-        out=a.out,
-        root=a.data,
-        quick=a.quick,
-        progress=False,
-        resume=a.resume,
-        from_cells=a.from_cells,
-        protocol=gibbs_csgld_protocol(a.quick, a.every),
-    )
-    print(report["markdown"])
+    run_experiment(a, "csgld", lambda quick: gibbs_csgld_protocol(quick, a.every))
 
 
 if __name__ == "__main__":

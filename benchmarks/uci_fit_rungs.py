@@ -23,15 +23,13 @@ not a rule), and checks that ``first`` gives protocol 10's cells in
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from bnnkit.bench.uci import fit_rungs_protocol, run_uci
+from benchmarks._uci_experiment import experiment_parser, run_experiment
+from bnnkit.bench.uci import fit_rungs_protocol
 from bnnkit.bench.uci.inference import fit_rung, kept_rung
 from bnnkit.bench.uci.report import _mean_se
 
@@ -107,16 +105,7 @@ def compare(cells_path: Path, p10_dir: Path, root: str | None, splits: set[int] 
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--datasets", default="boston,yacht,energy")
-    p.add_argument("--splits", type=int, default=10)
-    p.add_argument("--first-split", type=int, default=0)
-    p.add_argument("--data", default=None)
-    p.add_argument("--out", default="bnnkit-out/uci-fit-rungs")
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--resume", action="store_true")
-    p.add_argument("--from-cells", default=None, metavar="JSONL")
+    p = experiment_parser(__doc__, "boston,yacht,energy", "bnnkit-out/uci-fit-rungs")
     p.add_argument("--compare", default=None, metavar="JSONL", help="run nothing: compare the rules on these cells")
     p.add_argument("--p10-cells", default="docs/results/uci", help="protocol 10's cells, for --compare")
     p.add_argument("--only-splits", default=None, metavar="I,J", help="--compare: only these splits")
@@ -125,21 +114,7 @@ def main() -> None:
         only = None if a.only_splits is None else {int(i) for i in a.only_splits.split(",")}
         print(compare(Path(a.compare), Path(a.p10_cells), a.data, only))
         return
-    torch.set_num_threads(a.threads)
-    report = run_uci(
-        [d for d in a.datasets.split(",") if d],
-        ["sghmc"],
-        splits=a.splits,
-        first_split=a.first_split,
-        out=a.out,
-        root=a.data,
-        quick=a.quick,
-        progress=False,
-        resume=a.resume,
-        from_cells=a.from_cells,
-        protocol=fit_rungs_protocol(a.quick),
-    )
-    print(report["markdown"])
+    run_experiment(a, "sghmc", fit_rungs_protocol)
 
 
 if __name__ == "__main__":
