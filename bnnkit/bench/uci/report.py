@@ -207,6 +207,7 @@ def _report(
     a = cfg.get("adaptive") or {}
     sghmc_ladder = a.get("cyclical_sghmc_ladder")
     cyc_hmc = ["sghmc"] if sghmc_ladder and "sghmc" in adaptive else []
+    rungs = ", ".join(map(str, map(tuple, sghmc_ladder or ())))
     hmc = [m for m in adaptive if m in MOMENTUM and m not in cyc_hmc]
     langevin = [m for m in adaptive if m not in MOMENTUM and m != "csgld"]
     ladder = a.get("cyclical_ladder")
@@ -221,12 +222,11 @@ def _report(
                 "sghmc: cyclical scale-adapted SGHMC (eps_t = a x (cos(pi r_t) + 1) / 2 over csgld's cycles, the "
                 "mass re-estimated over at most w steps where a cycle explores and frozen where it samples; "
                 + (
-                    f"(a, w) each of {', '.join(map(str, map(tuple, sghmc_ladder)))}, keeping among those whose chains "
-                    f"agree (R-hat <= {a['rhat']}) the one that fits the training rows best (in-sample log "
-                    "pointwise predictive density; none agree: the lowest R-hat))"
+                    f"(a, w) each of {rungs}, keeping among those whose chains agree (R-hat <= {a['rhat']}) the one "
+                    "that fits the training rows best (in-sample log pointwise predictive density; none agree: the "
+                    "lowest R-hat))"
                     if a.get("rung_choice", "first") != "first"
-                    else f"(a, w) the first of {', '.join(map(str, map(tuple, sghmc_ladder)))} whose chains agree, "
-                    "by csgld's rule)"
+                    else f"(a, w) the first of {rungs} whose chains agree, by csgld's rule)"
                 )
             ]
             if cyc_hmc

@@ -21,8 +21,7 @@ import torch
 
 from ...core.errors import BnnkitError
 from ...data.uci import UCIData, UCISplit, is_known_uci, load_uci, uci_dataset_name, uci_num_splits
-from ...predict import rmse
-from .inference import _run_method, predictive
+from .inference import _run_method, predictive, test_scores
 from .protocol import (
     METHODS,
     SG_METHODS,
@@ -286,17 +285,12 @@ def _run_cells(
                 t0 = time.perf_counter()
                 post, s = _run_method(method, data, cfg, noise, gp, seed + split, progress)
                 seconds = time.perf_counter() - t0
-                pred = predictive(post, s, data.x_test)
-                lp = pred.log_prob(data.y_test)
                 cell = {
                     "dataset": name,
                     "split": split,
                     "method": method,
                     "seed": seed + split,
-                    "rmse_std": rmse(pred.mean, data.y_test),
-                    "nll_std": float(-lp.mean()),
-                    "rmse": rmse(data.unnormalise_y(pred.mean), data.unnormalise_y(data.y_test)),
-                    "nll": float(-data.unnormalise_log_density(lp).mean()),
+                    **test_scores(predictive(post, s, data.x_test), data),
                     "seconds": seconds,
                     "gp_fit_seconds": gp_seconds,
                     "noise_std_standardised": noise,
