@@ -417,10 +417,9 @@ def _run_method_seeded(method: str, data: Any, cfg: dict, noise: float, gp: Any,
     x, y = data.x_train, data.y_train
     n, d = x.shape
     net = mlp(d, cfg["hidden"])
-    if noise is None:
-        lik = Gaussian(cfg["noise_init"], learn_noise=True, precision_prior=tuple(cfg["noise_prior"]))
-    else:
-        lik = Gaussian(noise)
+    # The samplers (nuts, asghmc here) sample the noise precision; ``noise``, the GP fit's, is the
+    # VI baselines' fixed noise only, so a sampler's cell does not depend on what ran beside it.
+    lik = Gaussian(cfg["noise_init"], learn_noise=True, precision_prior=tuple(cfg["noise_prior"]))
     stream = Minibatches(x, y, batch_size=min(cfg["batch_size"], n))
     sg = dict(
         num_samples=cfg["draws"], num_warmup=cfg["burn_in"], thin=cfg["thin"], seed=seed, progress=progress
