@@ -61,6 +61,7 @@ def run(args: argparse.Namespace) -> dict:
     data = load_uci(args.dataset, args.split, root=args.data)
     x, y = data.x_train, data.y_train
     n = x.shape[0]
+    batch = n if args.batch_size == 0 else min(args.batch_size or cfg["batch_size"], n)
     t0 = time.perf_counter()
     gp = None
     if args.fixed_noise and not args.functional:
@@ -88,7 +89,8 @@ def run(args: argparse.Namespace) -> dict:
         s = sample(
             algorithm,
             post,
-            Minibatches(x, y, batch_size=cfg["batch_size"]),
+            # --batch-size 0: full-batch gradients (no minibatch noise); the MAP phase keeps 32
+            Minibatches(x, y, batch_size=batch),
             num_samples=args.draws,
             num_warmup=args.cycle,  # one whole cycle before the first draw
             thin=args.thin,
@@ -130,6 +132,7 @@ def run(args: argparse.Namespace) -> dict:
         **({} if args.gibbs_every is None else {"gibbs_every": args.gibbs_every}),
         **({"functional": True} if args.functional else {}),
         **({"fixed_noise": True} if args.fixed_noise else {}),
+        **({} if batch == cfg["batch_size"] else {"batch_size": batch}),
         "cycles": s.num_draws * args.thin / (args.cycle * (1 - args.exploration)),
         "rmse": rmse(data.unnormalise_y(pred.mean), data.unnormalise_y(data.y_test)),
         "train_rmse": rmse(data.unnormalise_y(train.mean), data.unnormalise_y(y)),
@@ -184,7 +187,8 @@ def plot(records: list[dict], cells_dir: Path, png: Path) -> None:
                 + ("x8" if r["chains"] == 8 else "")
                 + (f" Gibbs/{r['gibbs_every']}" if r.get("gibbs_every") else "")
                 + (" fGP" if r.get("functional") else "")
-                + (" fixed noise" if r.get("fixed_noise") else ""),
+                + (" fixed noise" if r.get("fixed_noise") else "")
+                + (f" B{r['batch_size']}" if r.get("batch_size") else ""),
                 (r["rhat"], r["nll"]),
                 fontsize=6,
                 xytext=(3, 2),
@@ -244,6 +248,12 @@ def main() -> None:
     p.add_argument("--functional", action="store_true", help="fsgld's posterior: the split's fitted GP prior")
     p.add_argument(
         "--fixed-noise", action="store_true", help="with --functional: the noise sd fixed at the GP fit's, not sampled"
+    )
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        help="the sampler's minibatch (default: the protocol's 32; 0: every training row, full-batch gradients)",
     )
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--data", default=None)

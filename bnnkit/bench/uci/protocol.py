@@ -160,8 +160,9 @@ GIBBS_CSGLD_VERSION = 8
 # every rung of its ladder, recording how each fits, and keeping among the rungs whose chains agree the
 # one that fits the training rows best (:func:`fit_rungs_protocol`), because the first converged rung
 # fit badly on some splits (Boston 7 and 8: test NLL 2.55 and 3.28 against a median of 2.23).  On
-# Boston, yacht and energy it moved NLL by less than one s.e. for three runs a cell, and even the rung
-# of best test NLL would gain about one s.e. (docs/uci_results.md), so the stock sghmc stays protocol 10's.
+# Boston, yacht, energy and concrete it moved NLL by less than one s.e. for three runs a cell, and even
+# the rung of best test NLL would gain about one s.e. (docs/uci_results.md), so the stock sghmc stays
+# protocol 10's.
 FIT_RUNGS_VERSION = 11
 # the versions :func:`stock_protocol` builds (``--protocol``)
 STOCK_VERSIONS = (3, 4, 5, 6, 7, 9, PROTOCOL)
