@@ -61,6 +61,8 @@ def run(args: argparse.Namespace) -> dict:
     data = load_uci(args.dataset, args.split, root=args.data)
     x, y = data.x_train, data.y_train
     n = x.shape[0]
+    if args.batch_size is not None and args.batch_size < 0:
+        raise SystemExit(f"--batch-size {args.batch_size}: give rows per minibatch, or 0 for every training row.")
     batch = n if args.batch_size == 0 else min(args.batch_size or cfg["batch_size"], n)
     t0 = time.perf_counter()
     gp = None
