@@ -38,15 +38,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
 from pathlib import Path
 
 import torch
 
 from bnnkit import sample
-from bnnkit.bench.uci.inference import _sampler_posterior, map_warm_start, predictive
-from bnnkit.bench.uci.runner import _config, _fit_split_gp
+from bnnkit.bench.uci.inference import _sampler_posterior, map_warm_start, predictive, test_scores
+from bnnkit.bench.uci.runner import _config, _fit_split_gp, _gp_noise_sd
 from bnnkit.core.random import global_rng_seeded
 from bnnkit.data import Minibatches, load_uci
 from bnnkit.diagnostics import FunctionSpaceConvergence
@@ -75,7 +74,7 @@ def run(args: argparse.Namespace) -> dict:
         fitted = _fit_split_gp(gp, data, cfg, args.split)
     with global_rng_seeded(args.split):  # the network's initial layout, as the bench's cells
         # --fixed-noise: the GP fit's noise sd, held fixed (the VI baselines' floor under it)
-        sd = max(math.sqrt(fitted["noise_variance"]), cfg["noise_floor"]) if args.fixed_noise else None
+        sd = _gp_noise_sd(fitted, cfg) if args.fixed_noise else None
         post = _sampler_posterior(x, cfg, gp, functional=args.functional, vecchia=True, noise=sd)
         init = map_warm_start(post, x, y, cfg, functional=args.functional)
         rule = FunctionSpaceConvergence(
@@ -109,8 +108,7 @@ def run(args: argparse.Namespace) -> dict:
         if args.gibbs_every is not None:
             rule.update(s.positions)
     seconds = time.perf_counter() - t0
-    pred = predictive(post, s, data.x_test)
-    lp = pred.log_prob(data.y_test)
+    test = test_scores(predictive(post, s, data.x_test), data)
     train = predictive(post, s, x)
     # the sampled noise sd (original units): a chain that explains the data by noise shows here
     if args.fixed_noise:
@@ -136,10 +134,10 @@ def run(args: argparse.Namespace) -> dict:
         **({"fixed_noise": True} if args.fixed_noise else {}),
         **({} if batch == cfg["batch_size"] else {"batch_size": batch}),
         "cycles": s.num_draws * args.thin / (args.cycle * (1 - args.exploration)),
-        "rmse": rmse(data.unnormalise_y(pred.mean), data.unnormalise_y(data.y_test)),
+        "rmse": test["rmse"],
         "train_rmse": rmse(data.unnormalise_y(train.mean), data.unnormalise_y(y)),
         "noise_sd_median": float(noise_sd),
-        "nll": float(-data.unnormalise_log_density(lp).mean()),
+        "nll": test["nll"],
         "rhat": rule.last.get("rhat"),
         "ess": rule.last.get("ess"),
         "seconds": seconds,

@@ -33,7 +33,7 @@ from bnnkit.bench.uci import fit_rungs_protocol
 from bnnkit.bench.uci.inference import fit_rung, kept_rung
 from bnnkit.bench.uci.report import _mean_se
 
-RHAT = 1.1
+RHAT = fit_rungs_protocol().config()["adaptive"]["rhat"]  # the cells' own threshold (1.1)
 # "reliable LOO": PSIS-LOO only where its estimate holds (Pareto k > 0.7 on at most this share of the
 # training rows).  Written down after Boston splits 0-4 and yacht 0-3 (where in-sample lppd kept the
 # overfitting rung and plain LOO the broken one) and before the other splits ran, so those splits

@@ -279,7 +279,7 @@ def _run_cells(
             # The samplers of the Gaussian weight prior neither use the GP nor its noise.
             if any(m not in NO_GP_NEEDED for m in todo):
                 fitted = _fit_split_gp(gp, data, cfg, seed + split)
-                noise = max(math.sqrt(fitted["noise_variance"]), cfg["noise_floor"])
+                noise = _gp_noise_sd(fitted, cfg)
                 gp_seconds = time.perf_counter() - t0
             for method in todo:
                 t0 = time.perf_counter()
@@ -351,6 +351,12 @@ def _fit_split_gp(gp: Any, data: UCISplit, cfg: dict[str, Any], seed: int) -> di
         generator=torch.Generator().manual_seed(seed),
         progress=False,
     )
+
+
+def _gp_noise_sd(fitted: dict[str, Any], cfg: dict[str, Any]) -> float:
+    """The noise sd (standardised units) of :func:`_fit_split_gp`'s fit, floored at the protocol's
+    ``noise_floor``: the VI baselines' fixed noise."""
+    return max(math.sqrt(fitted["noise_variance"]), cfg["noise_floor"])
 
 
 def _subsample(data: UCISplit, rows: int) -> UCISplit:
