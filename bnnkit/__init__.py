@@ -4,6 +4,7 @@ Take any ``torch.nn.Module``, put a prior on it, get a posterior by sampling or 
 inference, and use it: predictive distributions, calibrated uncertainty, OOD scores.
 """
 
+from .api import Fit, fit, load
 from .core.driver import sample
 from .core.flat import FlatView
 from .core.posterior import Posterior
@@ -40,6 +41,9 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "fit",
+    "load",
+    "Fit",
     "sample",
     "load_samples",
     "StoredSamples",

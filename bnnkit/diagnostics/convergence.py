@@ -100,3 +100,8 @@ class FunctionSpaceConvergence:
             f"budget spent: max function-space R-hat {self.last['rhat']:.3f} (target {self.rhat}), min ESS "
             f"{self.last['ess']:.0f} (target {self.ess:g})"
         )
+
+
+class ConvergenceWarning(UserWarning):
+    """A run ended with chains that disagree in function space (R-hat above the threshold) or with
+    too few effective draws (ESS below it): its predictive should be read with that in mind."""

@@ -1,0 +1,148 @@
+"""``bnnkit.fit``: from your ``nn.Module`` and your data to a posterior you can use, in one call."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ..core.errors import BnnkitError
+from ..core.random import global_rng_seeded
+from ..data.coerce import as_pair, is_loader
+from .methods import METHODS, Problem, runner
+from .recipe import DEFAULT_RECIPE, SamplerRecipe
+from .result import Fit, diagnose, fingerprint
+from .scaling import Scaling
+
+LIKELIHOODS = ("auto", "gaussian", "categorical", "bernoulli")
+
+
+def fit(
+    module: torch.nn.Module,
+    data: Any,
+    *,
+    method: str = "default",
+    likelihood: str = "auto",
+    seed: int = 0,
+    progress: bool = True,
+    output: str | None = None,
+    standardize: bool = True,
+    batch_size: int | None = None,
+    recipe: SamplerRecipe | None = None,
+    **options: Any,
+) -> Fit:
+    """Fit a posterior over ``module``'s weights to ``data`` and return a :class:`~bnnkit.api.Fit`.
+
+    Args:
+        module: your network; it is called as ``module(inputs)`` and never modified.  Chains run
+            where its parameters are (move it to CUDA first to sample on a GPU).
+        data: ``(inputs, targets)`` as tensors or NumPy arrays, or a ``torch.utils.data.DataLoader``
+            yielding such pairs (its rows are read once; its ``batch_size`` becomes the minibatch).
+        method: ``"default"`` (the benchmarks' default sampler recipe,
+            :mod:`bnnkit.api.recipe`) or one of ``"sghmc"``, ``"nuts"``, ``"hmc"``, ``"laplace"``,
+            ``"mcdropout"``, ``"ensemble"``, ``"bbb"``.
+        likelihood: ``"auto"`` (floating targets: Gaussian regression with the noise learned;
+            integer targets: categorical when the module has several outputs, Bernoulli when it
+            has one), or ``"gaussian"``, ``"categorical"``, ``"bernoulli"``.
+        seed: every random draw of the fit comes from generators seeded by it.
+        progress: progress bars for every phase.
+        output: a folder to stream the draws to (sampling methods); rerunning the same call after
+            an interruption resumes there.
+        standardize: fit on standardised targets (regression) and, for tabular ``[N, d]``
+            inputs, standardised features; predictions and metrics are always in your units.
+        batch_size: minibatch rows (default 32, or the DataLoader's).
+        recipe: the sampler recipe of ``"default"`` and ``"sghmc"`` (default
+            :data:`~bnnkit.api.DEFAULT_RECIPE`); e.g. ``SamplerRecipe(chains=8)``.
+        **options: method settings: ``prior_scale`` (weight prior sd, default 1), ``noise``
+            (the fixed noise sd, standardised, of mcdropout / ensemble / bbb; default: a GP fit's),
+            ``p`` (dropout rate), ``members`` (ensemble size), ``draws``, ``warmup`` (nuts / hmc).
+    """
+    t0 = time.perf_counter()
+    if not isinstance(module, torch.nn.Module):
+        raise BnnkitError(f"module must be a torch.nn.Module, got {type(module).__name__}.")
+    params = list(module.parameters())
+    if not params:
+        raise BnnkitError("the module has no parameters to put a posterior on.")
+    if method not in METHODS:
+        raise BnnkitError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}.")
+    if likelihood not in LIKELIHOODS:
+        raise BnnkitError(f"likelihood must be one of {', '.join(LIKELIHOODS)}, got {likelihood!r}.")
+    known = {"prior_scale", "noise", "p", "members", "draws", "warmup"}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise BnnkitError(f"unknown option(s) {unknown}; fit takes {sorted(known)}.")
+    if is_loader(data) and batch_size is None:
+        batch_size = data.batch_size
+    x, y = as_pair(data)
+    if x.shape[0] != y.shape[0]:
+        raise BnnkitError(f"{x.shape[0]} input rows but {y.shape[0]} targets; pass one target per row.")
+    if x.shape[0] < 2:
+        raise BnnkitError(f"fit needs at least 2 rows of data, got {x.shape[0]}.")
+    device, dtype = params[0].device, params[0].dtype
+    x = x.to(device=device, dtype=dtype)
+    kind = _kind(module, x, y, likelihood)
+    if kind == "regression":
+        if not y.is_floating_point():
+            y = y.to(dtype)
+        if y.ndim == 2 and y.shape[1] == 1:
+            y = y[:, 0]
+        y = y.to(device=device, dtype=dtype)
+    elif kind == "bernoulli":
+        y = y.to(device=device, dtype=dtype).reshape(-1)
+    else:
+        y = y.to(device=device).long().reshape(-1)
+    scaling = Scaling.from_data(
+        x, y, inputs=standardize and x.ndim == 2, targets=standardize and kind == "regression"
+    )
+    xs, ys = scaling.inputs(x), scaling.targets(y)
+    m = batch_size or DEFAULT_RECIPE.batch_size
+    if not (isinstance(m, int) and m >= 1):
+        raise BnnkitError(f"batch_size must be a positive integer, got {batch_size!r}.")
+    if recipe is not None and not isinstance(recipe, SamplerRecipe):
+        raise BnnkitError(f"recipe must be a bnnkit.api.SamplerRecipe, got {type(recipe).__name__}.")
+    problem = Problem(
+        module,
+        kind,
+        xs,
+        ys,
+        min(m, xs.shape[0]),
+        seed,
+        progress,
+        output,
+        dict(options),
+        recipe or DEFAULT_RECIPE,
+    )
+    run, chains = runner(method)
+    with global_rng_seeded(seed):  # modules built inside (dropout copies) draw from a seeded fork
+        post, result = run(problem)
+    from ..laplace import Laplace
+
+    la = result if isinstance(result, Laplace) else None
+    draws = None if la is not None else result
+    check_x = xs[torch.linspace(0, xs.shape[0] - 1, min(100, xs.shape[0])).round().long()]
+    diagnostics = diagnose(method, chains, post, draws, check_x)
+    seconds = time.perf_counter() - t0
+    out = Fit(
+        method, kind, post, draws, la, scaling, diagnostics, fingerprint(module), dict(options), seconds
+    )
+    if progress:
+        print(f"bnnkit.fit: {out.summary()}")
+    return out
+
+
+def _kind(module: torch.nn.Module, x: Tensor, y: Tensor, likelihood: str) -> str:
+    if likelihood == "gaussian":
+        return "regression"
+    if likelihood in ("categorical", "bernoulli"):
+        return likelihood
+    if y.is_floating_point():
+        return "regression"
+    with torch.no_grad():
+        try:
+            out = module(x[:1])
+        except Exception as err:  # noqa: BLE001 - any failure of the user's forward gets the same help
+            raise BnnkitError(f"the module failed on inputs of shape {tuple(x[:1].shape)}: {err}") from err
+    width = int(out.shape[-1]) if out.ndim > 1 else 1
+    return "categorical" if width > 1 else "bernoulli"

@@ -1,0 +1,366 @@
+"""What :func:`bnnkit.fit` returns: one result type for every method, with the predictive in the
+user's units, metrics, diagnostics, ArviZ export, plots, and ``save`` / :func:`load`.
+
+A saved fit holds tensors, numbers and strings only (read back with
+``torch.load(weights_only=True)``: loading runs no code from the file), plus a fingerprint of the
+module's architecture (parameter names and shapes, submodule types) that :func:`load` checks
+against the re-created module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ..core.errors import BnnkitError
+from ..core.posterior import Posterior
+from ..core.samples import Samples
+from ..data.coerce import as_tensor
+from ..diagnostics import ConvergenceWarning
+from ..diagnostics.arviz_utils import ess as ess_of
+from ..diagnostics.arviz_utils import rhat as rhat_of
+from .predictions import ClassificationPrediction, RegressionPrediction
+from .scaling import Scaling
+
+FORMAT = "bnnkit.fit/1"
+RHAT_OK, ESS_OK = 1.1, 100.0
+
+
+def fingerprint(module: torch.nn.Module) -> dict[str, Any]:
+    """The architecture of ``module``: its parameter and buffer names and shapes, and the type of
+    every submodule (so Tanh -> ReLU, with the same shapes, is told apart)."""
+    return {
+        "class": type(module).__name__,
+        "parameters": [[n, list(p.shape)] for n, p in module.named_parameters()],
+        "buffers": [[n, list(b.shape)] for n, b in module.named_buffers()],
+        "modules": [[n, type(m).__name__] for n, m in module.named_modules()],
+    }
+
+
+def _fingerprint_difference(saved: dict[str, Any], now: dict[str, Any]) -> str | None:
+    for key, what in (("parameters", "parameter"), ("buffers", "buffer"), ("modules", "submodule")):
+        a, b = (
+            dict(map(tuple, [(k, json.dumps(v)) for k, v in saved[key]])),
+            dict(map(tuple, [(k, json.dumps(v)) for k, v in now[key]])),
+        )
+        if a != b:
+            missing = sorted(set(a) - set(b))
+            extra = sorted(set(b) - set(a))
+            changed = sorted(k for k in set(a) & set(b) if a[k] != b[k])
+            parts = []
+            if missing:
+                parts.append(f"the saved fit has {what}s {missing[:5]} that the module lacks")
+            if extra:
+                parts.append(f"the module has {what}s {extra[:5]} that the saved fit lacks")
+            if changed:
+                k = changed[0]
+                parts.append(f"{what} {k!r} is {a[k]} in the saved fit but {b[k]} in the module")
+            return "; ".join(parts)
+    return None
+
+
+class Fit:
+    """A fitted posterior over a module's weights.
+
+    Attributes:
+        method: the method's name (``"default"``, ``"nuts"``, ``"laplace"``, ...).
+        kind: ``"regression"``, ``"categorical"`` or ``"bernoulli"``.
+        posterior: the :class:`~bnnkit.Posterior` on standardised data that was sampled or fitted.
+        draws: its draws (:class:`~bnnkit.Samples`), or ``None`` for Laplace.
+        laplace: the fitted :class:`~bnnkit.Laplace` (``method="laplace"``), else ``None``.
+        scaling: the standardisation of inputs and targets done inside.
+        diagnostics: function-space R-hat and ESS, the verdict line, and what stopped the run.
+        seconds: wall-clock time of the fit.
+    """
+
+    def __init__(
+        self,
+        method: str,
+        kind: str,
+        posterior: Posterior,
+        draws: Samples | None,
+        laplace: Any,
+        scaling: Scaling,
+        diagnostics: dict[str, Any],
+        fingerprint: dict[str, Any],
+        options: dict[str, Any],
+        seconds: float = float("nan"),
+    ):
+        self.method, self.kind, self.posterior = method, kind, posterior
+        self.draws, self.laplace, self.scaling = draws, laplace, scaling
+        self.diagnostics, self.fingerprint, self.options = diagnostics, fingerprint, options
+        self.seconds = seconds
+
+    # ------------------------------------------------------------------ predictive
+    def _inputs(self, x: Any) -> Tensor:
+        view = self.posterior.view
+        t = as_tensor(x, "inputs", dtype=view.dtype)
+        if not t.is_floating_point():
+            t = t.to(view.dtype)
+        if t.ndim == 1 and self.scaling.x_mean is not None and self.scaling.x_mean.numel() == 1:
+            t = t.reshape(-1, 1)  # one feature given as a vector
+        if self.scaling.x_mean is not None and (t.ndim != 2 or t.shape[1] != self.scaling.x_mean.numel()):
+            raise BnnkitError(
+                f"the posterior was fitted on inputs with {self.scaling.x_mean.numel()} features (shape "
+                f"[N, {self.scaling.x_mean.numel()}]); got shape {tuple(t.shape)}."
+            )
+        bad = ~torch.isfinite(t.reshape(t.shape[0], -1)).all(1) if t.ndim > 0 else None
+        if bad is not None and bool(bad.any()):
+            rows = bad.nonzero().flatten()[:5].tolist()
+            raise BnnkitError(
+                f"inputs hold NaN or infinite values in {int(bad.sum())} row(s), e.g. rows {rows}."
+            )
+        device = next(iter(self.posterior.module.parameters())).device
+        return self.scaling.inputs(t.to(device))
+
+    def predict(self, x: Any) -> RegressionPrediction | ClassificationPrediction:
+        """The posterior predictive at inputs ``x`` (tensor or array, in the units of the data the
+        fit saw): mean, ``stddev``, ``interval(level)``, aleatoric / epistemic variance and
+        ``log_prob(y)`` for regression; ``probs``, ``predicted_class()`` and ``entropy()`` for
+        classification."""
+        from ..predict import predict
+
+        xs = self._inputs(x)
+        base = (
+            self.laplace.predict(xs) if self.laplace is not None else predict(self.posterior, self.draws, xs)
+        )
+        if self.kind == "regression":
+            return RegressionPrediction(base, self.scaling)
+        return ClassificationPrediction(base)
+
+    def evaluate(self, x: Any, y: Any) -> dict[str, float]:
+        """Test metrics at ``(x, y)`` in the targets' units: RMSE, NLL, 95 % interval coverage and
+        width (regression); accuracy, error, NLL, ECE and Brier score (classification)."""
+        y = as_tensor(y, "targets")
+        if y.shape[0] != (x.shape[0] if hasattr(x, "shape") else len(x)):
+            raise BnnkitError(f"{len(y)} targets for {x.shape[0]} inputs; pass one target per input row.")
+        return self.predict(x).metrics(y)
+
+    # ------------------------------------------------------------------ diagnostics and export
+    def to_arviz(self):
+        """The draws as an ArviZ ``InferenceData`` (``az.summary``, ``az.plot_trace``, ...)."""
+        if self.draws is None:
+            raise BnnkitError("a Laplace fit has no draws; use fit.laplace.sample(n).to_arviz().")
+        return self.draws.to_arviz()
+
+    def summary(self) -> str:
+        """One paragraph: method, data size, seconds and the convergence verdict."""
+        d = self.diagnostics
+        return f"{self.method} ({self.kind}, {self.posterior.num_data} rows, {self.seconds:.1f} s): {d['verdict']}"
+
+    def __repr__(self) -> str:
+        return f"Fit({self.summary()})"
+
+    def plot_predictive(self, x: Any, y: Any = None, **kw: Any):
+        from .plots import predictive_plot
+
+        return predictive_plot(self, x, y, **kw)
+
+    def plot_reliability(self, x: Any, y: Any, **kw: Any):
+        from .plots import reliability_plot
+
+        return reliability_plot(self, x, y, **kw)
+
+    def plot_entropy(self, x_in: Any, x_out: Any, **kw: Any):
+        from .plots import entropy_plot
+
+        return entropy_plot(self, x_in, x_out, **kw)
+
+    def plot_rhat(self, **kw: Any):
+        from .plots import rhat_plot
+
+        return rhat_plot(self, **kw)
+
+    # ------------------------------------------------------------------ save / load
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to predict, as tensors, numbers and strings (PyTorch's convention:
+        ``torch.save(fit.state_dict(), path)``)."""
+        meta = {
+            "method": self.method,
+            "kind": self.kind,
+            "options": self.options,
+            "fingerprint": self.fingerprint,
+            "diagnostics": {k: v for k, v in self.diagnostics.items() if k != "rhat_trace"},
+            "seconds": self.seconds,
+            "likelihood": _likelihood_meta(self.posterior),
+            "num_data": self.posterior.num_data,
+        }
+        state: dict[str, Any] = {
+            "format": FORMAT,
+            "meta": json.dumps(meta),
+            "scaling": self.scaling.state_dict(),
+        }
+        if self.draws is not None:
+            state["positions"] = self.draws.positions.detach().cpu()
+            if "log_weight" in self.draws.stats:  # importance weights
+                state["log_weight"] = self.draws.stats["log_weight"].detach().cpu()
+        if self.laplace is not None:
+            state["laplace"] = self.laplace.state_dict()
+        trace = self.diagnostics.get("rhat_trace")
+        if trace is not None:
+            state["rhat_trace"] = {k: torch.as_tensor(v) for k, v in trace.items()}
+        return state
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the fit to ``path`` (one file, written atomically); :func:`load` reads it back."""
+        path = os.fspath(path)
+        parent = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(parent):
+            raise BnnkitError(f"cannot save to {path!r}: the folder {parent!r} does not exist.")
+        tmp = f"{path}.{os.getpid()}.tmp"
+        try:
+            torch.save(self.state_dict(), tmp)
+            os.replace(tmp, path)
+        except OSError as err:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+            raise BnnkitError(f"could not write the fit to {path!r}: {err}.") from err
+
+
+def _likelihood_meta(post: Posterior) -> dict[str, Any]:
+    lik = post.likelihood
+    meta: dict[str, Any] = {"name": type(lik).__name__}
+    if hasattr(lik, "learn_noise"):
+        meta.update(
+            noise=float(lik.noise), learn_noise=bool(lik.learn_noise), precision_prior=lik.precision_prior
+        )
+    return meta
+
+
+def load(path: str | os.PathLike, module: torch.nn.Module) -> Fit:
+    """A fit saved by :meth:`Fit.save`, attached to ``module`` (re-created by the caller with the
+    same architecture; its weights are not used).  A module whose parameter names, shapes or
+    submodule types differ from the saved fit's is refused."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise BnnkitError(f"no saved fit at {path!r}.")
+    try:
+        state = torch.load(path, weights_only=True, map_location="cpu")
+    except Exception as err:  # noqa: BLE001 - any unreadable file gets the same message
+        raise BnnkitError(f"{path!r} is not a readable bnnkit fit ({type(err).__name__}: {err}).") from err
+    return from_state_dict(state, module, source=path)
+
+
+def from_state_dict(state: dict[str, Any], module: torch.nn.Module, source: str = "the state") -> Fit:
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise BnnkitError(f"{source} is not a saved bnnkit fit (expected format {FORMAT!r}).")
+    if not isinstance(module, torch.nn.Module):
+        raise BnnkitError(f"load needs the re-created torch.nn.Module, got {type(module).__name__}.")
+    meta = json.loads(state["meta"])
+    diff = _fingerprint_difference(meta["fingerprint"], fingerprint(module))
+    if diff is not None:
+        raise BnnkitError(
+            f"the module does not match the saved fit's architecture: {diff}. Re-create the module exactly "
+            "as it was when the fit was made."
+        )
+    from .methods import Problem
+
+    lik = meta["likelihood"]
+    problem = Problem(
+        module, meta["kind"], torch.empty(0), torch.empty(0), 1, 0, False, None, meta["options"]
+    )
+    net = module
+    if meta["method"] == "mcdropout":
+        from ..vi import MCDropout
+
+        net = MCDropout.wrap(module, meta["options"].get("p", 0.05)).eval()
+    noise = None if lik.get("learn_noise", True) else lik["noise"]
+    post = Posterior(net, problem.likelihood(noise), _prior(meta), num_data=meta["num_data"])
+    device = next(iter(module.parameters())).device
+    draws = la = None
+    if "positions" in state:
+        stats = {"log_weight": state["log_weight"]} if "log_weight" in state else {}
+        draws = Samples(state["positions"].to(device), stats, post.view, {"method": meta["method"]})
+    if "laplace" in state:
+        from ..laplace import Laplace
+
+        la = Laplace.from_state_dict(post, state["laplace"])
+        post = la.posterior
+    diagnostics = dict(meta["diagnostics"])
+    if "rhat_trace" in state:
+        diagnostics["rhat_trace"] = {k: v.tolist() for k, v in state["rhat_trace"].items()}
+    return Fit(
+        meta["method"],
+        meta["kind"],
+        post,
+        draws,
+        la,
+        Scaling.from_state_dict(state["scaling"]),
+        diagnostics,
+        meta["fingerprint"],
+        meta["options"],
+        meta["seconds"],
+    )
+
+
+def _prior(meta: dict[str, Any]) -> Any:
+    from ..priors import GaussianPrior
+
+    return GaussianPrior(meta["options"].get("prior_scale", 1.0))
+
+
+# ---------------------------------------------------------------------- diagnostics
+def diagnose(method: str, chains: bool, posterior: Posterior, draws: Samples | None, check_x: Tensor) -> dict:
+    """Function-space R-hat and ESS of the draws at ``check_x`` (network outputs, which unlike
+    weights are comparable across chains), R-hat over the run, and a one-line verdict.  Draws of
+    Markov chains that disagree (R-hat > 1.1) or are few (ESS < 100) raise a
+    :class:`~bnnkit.diagnostics.ConvergenceWarning`."""
+    if draws is None:
+        return {
+            "rhat": None,
+            "ess": None,
+            "verdict": "Gaussian (Laplace) approximation with the linearised predictive: no draws to diagnose.",
+        }
+    from ..diagnostics import FunctionSpaceConvergence
+
+    rule = FunctionSpaceConvergence(posterior, check_x, min_draws=4)
+    pos = draws.positions
+    if not chains:  # independent draws: one 'chain' of them, split in two by split R-hat
+        pos = pos.reshape(1, -1, pos.shape[-1])
+    f = rule._outputs(pos.to(check_x.device))  # [K, S, P]
+    k, s = f.shape[:2]
+    if s < 4:
+        r, e = float("nan"), float(k * s)
+    else:
+        r, e = float(rhat_of(f).max()), float(ess_of(f).min())
+    trace = _rhat_trace(f) if chains and s >= 8 else None
+    out: dict[str, Any] = {"rhat": r, "ess": e, "chains": k, "draws_per_chain": s}
+    stop = (draws.config or {}).get("convergence", {}).get("stopped") or (draws.config or {}).get("stopped")
+    if stop:
+        out["stopped"] = stop if isinstance(stop, str) else stop.get("reason", str(stop))
+    if not chains:
+        out["verdict"] = (
+            f"{k * s} independent draws ({method}): no chains to compare; function-space ESS {e:.0f}."
+        )
+        return out
+    ok = r <= RHAT_OK and e >= ESS_OK
+    what = f"function-space R-hat {r:.3f} ({'<=' if r <= RHAT_OK else '>'} {RHAT_OK}), ESS {e:.0f} ({'>=' if e >= ESS_OK else '<'} {ESS_OK:.0f}), {k} chains x {s} draws"
+    if ok:
+        out["verdict"] = f"converged: {what}."
+    else:
+        advice = []
+        if r > RHAT_OK:
+            advice.append(
+                "the chains predict differently (they sit in different modes), so the predictive mixes them as an ensemble would"
+            )
+        if e < ESS_OK:
+            advice.append(
+                "few effectively independent draws: widen the budget (draws=, thin=) or run more chains"
+            )
+        out["verdict"] = f"not converged: {what}; " + "; ".join(advice) + "."
+        warnings.warn(f"bnnkit.fit({method}): {out['verdict']}", ConvergenceWarning, stacklevel=3)
+    if trace is not None:
+        out["rhat_trace"] = trace
+    return out
+
+
+def _rhat_trace(f: Tensor, points: int = 12) -> dict[str, list[float]]:
+    """Max function-space R-hat over the first ``n`` draws of every chain, at ``points`` values of n."""
+    s = f.shape[1]
+    ns = sorted({max(4, round(s * (i + 1) / points)) for i in range(points)})
+    return {"draws": [float(n) for n in ns], "rhat": [float(rhat_of(f[:, :n]).max()) for n in ns]}

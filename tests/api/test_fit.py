@@ -1,0 +1,208 @@
+"""bnnkit.fit: one call from a module and data to a posterior, in the user's units."""
+
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import bnnkit
+from bnnkit.api import SamplerRecipe
+from bnnkit.core.errors import BnnkitError
+from bnnkit.diagnostics import ConvergenceWarning
+
+# a short recipe: the same code path as the default, a fraction of its steps
+SHORT = SamplerRecipe(map_max_steps=300, map_patience=3, burn_in=50, draws=20, thin=2, check_every=10)
+
+
+def _data(n=80, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.rand(n, 2, generator=g) * 4 - 2
+    y = torch.sin(x[:, 0]) + 0.5 * x[:, 1] + 0.1 * torch.randn(n, generator=g)
+    return x, y
+
+
+def _net(d=2, out=1, act=torch.nn.Tanh, hidden=16):
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(d, hidden), act(), torch.nn.Linear(hidden, out))
+
+
+def _fit(data, method="default", **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return bnnkit.fit(_net(), data, method=method, progress=False, recipe=SHORT, **kw)
+
+
+def test_predictions_and_metrics_are_in_the_targets_units():
+    x, y = _data()
+    a = _fit((x, y))
+    b = _fit((x, 100 * y + 7))  # the same problem in other units: standardised inside, so the same fit
+    pa, pb = a.predict(x), b.predict(x)
+    torch.testing.assert_close(pb.mean, 100 * pa.mean + 7, rtol=1e-4, atol=1e-3)
+    torch.testing.assert_close(pb.stddev, 100 * pa.stddev, rtol=1e-4, atol=1e-4)
+    lo, hi = pb.interval(0.9)
+    torch.testing.assert_close(hi - lo, 100 * (pa.interval(0.9)[1] - pa.interval(0.9)[0]), rtol=1e-4, atol=1e-3)
+    # NLL in the targets' units: a density over y = 100 y' + 7 is 1/100 of the density over y'
+    ma, mb = a.evaluate(x, y), b.evaluate(x, 100 * y + 7)
+    assert mb["nll"] == pytest.approx(ma["nll"] + np.log(100), abs=1e-3)
+    assert mb["rmse"] == pytest.approx(100 * ma["rmse"], rel=1e-4)
+    assert 0.0 <= ma["coverage_95"] <= 1.0
+    # a decent fit of a smooth function, and both variance parts present
+    assert ma["rmse"] < 0.5 * float(y.std())
+    assert (pa.epistemic_variance > 0).all() and (pa.aleatoric_variance > 0).all()
+    torch.testing.assert_close(pa.variance, pa.epistemic_variance + pa.aleatoric_variance)
+
+
+def test_arrays_and_a_dataloader_give_the_tensors_fit():
+    x, y = _data()
+    t = _fit((x, y))
+    a = _fit((x.numpy(), y.numpy()))
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=32, shuffle=False)
+    d = _fit(loader)
+    torch.testing.assert_close(a.predict(x).mean, t.predict(x).mean)
+    torch.testing.assert_close(d.predict(x).mean, t.predict(x).mean)
+
+
+def test_the_default_run_reports_its_diagnostics_and_warns_when_chains_disagree():
+    x, y = _data()
+    with pytest.warns(ConvergenceWarning, match="R-hat"):
+        f = bnnkit.fit(_net(), (x, y), progress=False, recipe=SHORT)
+    d = f.diagnostics
+    assert d["chains"] == 4 and d["draws_per_chain"] >= 10
+    assert d["rhat"] > 1.0 and d["ess"] > 0
+    assert d["verdict"].startswith(("converged", "not converged"))
+    assert "R-hat" in f.summary()
+    assert len(d["rhat_trace"]["draws"]) == len(d["rhat_trace"]["rhat"]) >= 2
+
+
+@pytest.mark.parametrize("method", ["default", "mcdropout", "ensemble", "bbb"])
+def test_save_then_load_predicts_identically(tmp_path, method):
+    x, y = _data()
+    opts = {"noise": 0.2} if method in ("mcdropout", "ensemble", "bbb") else {}
+    f = _fit((x, y), method=method, **opts)
+    f.save(tmp_path / "fit.pt")
+    g = bnnkit.load(tmp_path / "fit.pt", _net())
+    pf, pg = f.predict(x), g.predict(x)
+    assert torch.equal(pf.mean, pg.mean) and torch.equal(pf.stddev, pg.stddev)
+    assert g.method == method and g.diagnostics["verdict"] == f.diagnostics["verdict"]
+
+
+def test_a_saved_fit_predicts_identically_in_a_fresh_process(tmp_path):
+    x, y = _data()
+    f = _fit((x, y))
+    f.save(tmp_path / "fit.pt")
+    torch.save(x, tmp_path / "x.pt")
+    code = f"""
+import torch, bnnkit
+torch.manual_seed(123)  # the module's own weights are not used
+net = torch.nn.Sequential(torch.nn.Linear(2, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+fit = bnnkit.load({str(tmp_path / "fit.pt")!r}, net)
+torch.save(fit.predict(torch.load({str(tmp_path / "x.pt")!r})).mean, {str(tmp_path / "mean.pt")!r})
+"""
+    subprocess.run([sys.executable, "-c", code], check=True)
+    assert torch.equal(torch.load(tmp_path / "mean.pt"), f.predict(x).mean)
+
+
+@pytest.mark.parametrize(
+    "other, names",
+    [
+        (lambda: _net(act=torch.nn.ReLU), "ReLU"),
+        (lambda: _net(hidden=8), "shape"),
+        (lambda: torch.nn.Sequential(torch.nn.Linear(2, 1)), "lacks"),
+    ],
+)
+def test_a_mismatched_module_is_refused(tmp_path, other, names):
+    x, y = _data()
+    _fit((x, y)).save(tmp_path / "fit.pt")
+    with pytest.raises(BnnkitError, match="does not match the saved fit") as err:
+        bnnkit.load(tmp_path / "fit.pt", other())
+    assert names in str(err.value) or "is [" in str(err.value)
+
+
+def test_a_file_that_is_not_a_fit_is_refused(tmp_path):
+    torch.save({"a": torch.zeros(2)}, tmp_path / "other.pt")
+    with pytest.raises(BnnkitError, match="not a saved bnnkit fit"):
+        bnnkit.load(tmp_path / "other.pt", _net())
+    with pytest.raises(BnnkitError, match="no saved fit"):
+        bnnkit.load(tmp_path / "missing.pt", _net())
+
+
+def test_classification_from_integer_labels():
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(120, 2, generator=g)
+    y = (x[:, 0] > 0).long() + (x[:, 1] > 0.5).long()  # 3 classes
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        f = bnnkit.fit(_net(out=3), (x, y), progress=False, recipe=SHORT)
+    assert f.kind == "categorical"
+    p = f.predict(x)
+    torch.testing.assert_close(p.probs.sum(-1), torch.ones(120), rtol=0, atol=1e-5)
+    m = f.evaluate(x, y)
+    assert m["accuracy"] > 0.8 and set(m) >= {"nll", "ece", "brier", "error"}
+    fig = f.plot_reliability(x, y)
+    assert fig.axes and "ECE" in fig.axes[0].get_title()
+    fig = f.plot_entropy(x, 5 * torch.randn(50, 2, generator=g))
+    assert "AUROC" in fig.axes[0].get_title()
+
+
+def test_binary_labels_with_one_output_are_bernoulli():
+    x, y = _data()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        f = bnnkit.fit(_net(), (x, (y > 0).long()), progress=False, recipe=SHORT)
+    assert f.kind == "bernoulli" and f.predict(x).probs.shape == (80, 2)
+
+
+def test_plots_return_figures():
+    x, y = _data()
+    f = _fit((x, y))
+    assert f.plot_predictive(x, y).axes[0].get_xlabel() == "observed"
+    assert f.plot_rhat().axes[0].get_ylabel() == "function-space R-hat"
+    x1 = x[:, :1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        g = bnnkit.fit(_net(d=1), (x1, y), progress=False, recipe=SHORT)
+    assert g.plot_predictive(x1, y).axes[0].get_xlabel() == "x"
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda x, y: bnnkit.fit(_net(), (x, y), method="magic"), "unknown method 'magic'"),
+        (lambda x, y: bnnkit.fit(_net(), (x, y), stepsize=1), "unknown option"),
+        (lambda x, y: bnnkit.fit(_net(), (x, y[:10])), "80 input rows but 10 targets"),
+        (lambda x, y: bnnkit.fit("net", (x, y)), "torch.nn.Module"),
+        (lambda x, y: bnnkit.fit(_net(), x), "pair"),
+        (lambda x, y: bnnkit.fit(_net(), (x, y), likelihood="poisson"), "likelihood must be"),
+        (lambda x, y: bnnkit.fit(_net(), (x, y), recipe={"chains": 2}), "SamplerRecipe"),
+    ],
+)
+def test_bad_calls_get_a_clear_error(call, match):
+    x, y = _data()
+    with pytest.raises(BnnkitError, match=match):
+        call(x, y)
+
+
+def test_predict_refuses_inputs_of_the_wrong_width_or_with_nan():
+    x, y = _data()
+    f = _fit((x, y))
+    with pytest.raises(BnnkitError, match="2 features"):
+        f.predict(torch.zeros(3, 5))
+    bad = x[:4].clone()
+    bad[2, 1] = float("nan")
+    with pytest.raises(BnnkitError, match="rows \\[2\\]"):
+        f.predict(bad)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_chains_run_where_the_module_is():
+    x, y = _data()
+    net = _net().cuda()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        f = bnnkit.fit(net, (x, y), progress=False, recipe=SHORT)
+    assert f.draws.positions.device.type == "cuda"
+    assert f.predict(x).mean.device.type == "cuda"
