@@ -78,7 +78,7 @@ from ..priors import GaussianPrior
 from .divergence import sample_or_diverged
 from .methods import GP_PRIOR, MOMENTUM, family, sg_algorithm
 from .models import resnet18
-from .records import append_record, read_records, start_records
+from .records import append_record, output_folder, read_records, start_records
 from .uci import canonical_methods
 from .uci import predictive as _weight_predictive
 
@@ -413,8 +413,7 @@ def run_image(
     with global_rng_seeded(seed):  # construction draws from the global RNG: a fork, left as it was
         build_net(model, width=width)  # a bad model or width fails before any data is read
     cfg = {**DEFAULTS, **(QUICK if quick else {})}
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_folder(out, (ROWS_FILE, "image_rows.previous.jsonl", "image.json"), "bnnkit bench image")
     # what a row's numbers depend on besides its method; JSON round trip as the record file gives it
     settings = json.loads(
         json.dumps(

@@ -2,6 +2,7 @@
 
 Families:
 
+* ``"default"``: :func:`bnnkit.fit`'s default sampler recipe, called as a user calls it;
 * ``"sg"``: SG-MCMC with a Gaussian weight prior (SGLD, cyclical pSGLD, SGHMC);
 * ``"adaptive"``: scale-adapted SGHMC (one step for every set: no N scaling, no tuning);
 * ``"fsg"``: functional SG-MCMC with the fitted GP prior (fSGLD, fSGHMC);
@@ -21,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 FAMILY: dict[str, str] = {
+    "default": "default",  # bnnkit.fit's default recipe (bnnkit.api.recipe), exactly as a user gets it
     "sgld": "sg",
     "csgld": "sg",  # cyclical pSGLD (the UCI bench's protocol 7)
     "sghmc": "sg",

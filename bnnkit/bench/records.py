@@ -48,3 +48,60 @@ def start_records(path: Path, log: Callable[[str], None]) -> None:
         path.replace(kept)
         log(f"{path} held records of an earlier run: kept as {kept} (pass --resume to reuse them)")
     path.write_text("")
+
+
+# files a file manager or a VCS leaves in any folder: they do not make a folder someone else's
+_HOUSEKEEPING = frozenset({".DS_Store", ".gitkeep", ".gitignore", "Thumbs.db", "desktop.ini"})
+
+
+def output_folder(out: str | os.PathLike[str], marks: tuple[str, ...] = (), bench: str = "") -> Path:
+    """The output folder ``out`` of a benchmark, checked and created before any work starts.
+
+    Refused with a :class:`BnnkitError` that names the path: an existing file, a path under a
+    file, a folder that cannot be created or written into, and (when ``marks`` are given) a folder
+    that is not empty but holds none of ``marks`` (the files by which the ``bench`` knows its own
+    output: its record file or report), whose files a run would overwrite or mix with its own.
+    """
+    path = Path(out).expanduser()
+    if path.exists() and not path.is_dir():
+        raise BnnkitError(
+            f"the output folder {path} (out / --out) is an existing file, not a folder: pass the path of a "
+            "folder (it is created if missing)."
+        )
+    for parent in path.parents:  # the nearest ancestor that exists must be a folder
+        if parent.exists():
+            if not parent.is_dir():
+                raise BnnkitError(
+                    f"cannot create the output folder {path} (out / --out): {parent} is a file, not a folder."
+                )
+            break
+    if marks and path.is_dir():
+        entries = sorted(p.name for p in path.iterdir() if p.name not in _HOUSEKEEPING)
+        if entries and not any((path / m).exists() for m in marks):
+            shown = ", ".join(entries[:5]) + (f" and {len(entries) - 5} more" if len(entries) > 5 else "")
+            raise BnnkitError(
+                f"the output folder {path} (out / --out) is not empty ({shown}) and is not the output of a "
+                f"{bench} run (it holds no {marks[0]}): its files would be overwritten or mixed with this run's; "
+                "pass a new or empty folder."
+            )
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise BnnkitError(
+            f"cannot create the output folder {path} (out / --out): {err.strerror or err}."
+        ) from None
+    check_writable(path, "the output folder")
+    return path
+
+
+def check_writable(folder: Path, what: str) -> None:
+    """Refuse ``folder`` (``what`` names it in the message) unless a file can be made in it: a
+    probe file is written and removed (``os.access`` alone passes for root on a read-only mode)."""
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise BnnkitError(f"cannot write into {what} {folder}: permission denied.")
+    probe = folder / f".bnnkit-write-probe-{os.getpid()}"
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        raise BnnkitError(f"cannot write into {what} {folder}: {err.strerror or err}.") from None

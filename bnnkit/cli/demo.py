@@ -7,11 +7,14 @@ with a 95% band over the data and beyond it.
 
 from __future__ import annotations
 
+import os
 import time
+from pathlib import Path
 
 import torch
 
 import bnnkit
+from bnnkit.core.errors import BnnkitError
 from bnnkit.data.toy import TOY1D_NOISE, load_toy1d, toy1d_function
 from bnnkit.diagnostics import ess, rhat
 from bnnkit.predict import network_outputs, predict, rmse
@@ -37,6 +40,49 @@ def demo_posterior(module: torch.nn.Module) -> bnnkit.Posterior:
     return bnnkit.Posterior(module, likelihood, prior)
 
 
+def check_out_file(out: str | os.PathLike[str]) -> Path:
+    """Check, before any sampling, that the figure can be written at ``out``: not a folder, a
+    format matplotlib writes, under a folder (created if missing) that can be written into.
+    Raises a :class:`BnnkitError` that names the path."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    path = Path(out).expanduser()
+    if path.is_dir():
+        raise BnnkitError(
+            f"--out {path} is a folder: pass the path of the figure to write, e.g. {path / 'bnnkit-demo.png'}."
+        )
+    formats = FigureCanvasBase.get_supported_filetypes()
+    suffix = path.suffix.lower().lstrip(".")
+    if suffix and suffix not in formats:
+        raise BnnkitError(
+            f"--out {path}: matplotlib writes no {suffix!r} figures; end the name in one of "
+            f"{', '.join('.' + f for f in sorted(formats))} (e.g. .png)."
+        )
+    parent = path.parent
+    for folder in (parent, *parent.parents):  # the nearest one that exists must be a folder
+        if folder.exists():
+            if not folder.is_dir():
+                raise BnnkitError(f"cannot write --out {path}: {folder} is a file, not a folder.")
+            break
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise BnnkitError(
+            f"cannot create the folder {parent} of --out {path}: {err.strerror or err}."
+        ) from None
+    if path.exists() and not os.access(path, os.W_OK):
+        raise BnnkitError(f"cannot write --out {path}: the file is read-only.")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise BnnkitError(f"cannot write --out {path}: permission denied in {parent}.")
+    probe = parent / f".bnnkit-write-probe-{os.getpid()}"
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        raise BnnkitError(f"cannot write --out {path}: {err.strerror or err} in {parent}.") from None
+    return path
+
+
 def run_demo(
     out: str = "bnnkit-demo.png",
     num_chains: int = 4,
@@ -48,6 +94,7 @@ def run_demo(
     progress: bool = True,
     chain_method: str = "vectorized",
 ) -> dict:
+    check_out_file(out)  # before the run, not after it
     torch.set_num_threads(threads)
     t0 = time.perf_counter()
     X, y = load_toy1d()

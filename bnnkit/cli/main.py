@@ -4,14 +4,69 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from ..core.errors import BnnkitError
 
+MAX_THREADS = 1024
+MAX_SEED = 2**32 - 1
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser whose errors are one line, ``bnnkit: error: ...`` (exit status 2), as the
+    errors of the commands themselves are, rather than a usage block and a second line."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"bnnkit: error: {message} (see `{self.prog} --help`)\n")
+
+
+def _int_in(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argparse ``type=``: a whole number in ``low..high``, with a message that says so."""
+    want = f"a whole number >= {low}" if high is None else f"a whole number in {low}..{high}"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {want}, got {text!r}") from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"must be {want}, got {value}")
+        return value
+
+    return parse
+
+
+def _positive_float(text: str) -> float:
+    """An argparse ``type=``: a finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+    return value
+
+
+def _names(text: str) -> list[str]:
+    """An argparse ``type=``: a comma-separated list of names, at least one."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"needs at least one name (comma-separated), got {text!r}")
+    return names
+
+
+POSITIVE = _int_in(1)
+COUNT = _int_in(0)
+THREADS = _int_in(1, MAX_THREADS)
+SEED = _int_in(0, MAX_SEED)
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bnnkit", description="Bayesian neural networks in PyTorch.")
+    parser = _Parser(prog="bnnkit", description="Bayesian neural networks in PyTorch.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     demo = sub.add_parser(
@@ -21,14 +76,16 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--out", default="bnnkit-demo.png", help="path of the PNG to write (default: %(default)s)"
     )
-    demo.add_argument("--chains", type=int, default=4, help="number of chains (default: %(default)s)")
-    demo.add_argument("--samples", type=int, default=200, help="draws kept per chain (default: %(default)s)")
+    demo.add_argument("--chains", type=POSITIVE, default=4, help="number of chains (default: %(default)s)")
     demo.add_argument(
-        "--warmup", type=int, default=300, help="warm-up steps per chain (default: %(default)s)"
+        "--samples", type=POSITIVE, default=200, help="draws kept per chain (default: %(default)s)"
     )
-    demo.add_argument("--leapfrog", type=int, default=30, help="leapfrog steps per HMC transition")
-    demo.add_argument("--seed", type=int, default=0)
-    demo.add_argument("--threads", type=int, default=1, help="torch threads (default: %(default)s)")
+    demo.add_argument(
+        "--warmup", type=COUNT, default=300, help="warm-up steps per chain (default: %(default)s)"
+    )
+    demo.add_argument("--leapfrog", type=POSITIVE, default=30, help="leapfrog steps per HMC transition")
+    demo.add_argument("--seed", type=SEED, default=0)
+    demo.add_argument("--threads", type=THREADS, default=1, help="torch threads (default: %(default)s)")
     demo.add_argument(
         "--chain-method",
         default="vectorized",
@@ -44,11 +101,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ext.add_argument("--out", default="bnnkit-out/extrapolation", help="output folder (default: %(default)s)")
     ext.add_argument("--quick", action="store_true", help="short chains (a smoke test, about 10 s)")
-    ext.add_argument("--seed", type=int, default=0)
-    ext.add_argument("--step-size", type=float, default=2e-3)
-    ext.add_argument("--friction", type=float, default=10.0)
+    ext.add_argument("--seed", type=SEED, default=0)
+    ext.add_argument("--step-size", type=_positive_float, default=2e-3)
+    ext.add_argument("--friction", type=_positive_float, default=10.0)
     ext.add_argument(
-        "--threads", type=int, default=1, help="torch threads (default 1: the matrices are tiny)"
+        "--threads", type=THREADS, default=1, help="torch threads (default 1: the matrices are tiny)"
     )
     ext.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     bench = sub.add_parser("bench", help="run a benchmark of the paper (tables as markdown, CSV and JSON)")
@@ -59,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     uci = bench_sub.add_parser("uci", help="UCI regression: RMSE and NLL over the standard splits")
     uci.add_argument(
         "--datasets",
+        type=_names,
         default="boston",
         help="comma-separated: known UCI names (boston, concrete, energy, kin8nm, wine, yacht, protein, "
         "naval, power), or the name of your own folder DATA/uci/NAME in the same layout (data.txt, "
@@ -67,14 +125,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     uci.add_argument(
         "--methods",
+        type=_names,
         default="sgld,sghmc,fsgld,fsghmc",
         help="comma-separated, from sgld,sghmc,asghmc,fsgld,fsghmc,nuts,bbb,fbnn,mcdropout,ensemble,laplace "
         "(hmc: an alias of nuts) (default: %(default)s)",
     )
-    uci.add_argument("--splits", type=int, default=10, help="run splits 0..SPLITS-1 (default: %(default)s)")
+    uci.add_argument(
+        "--splits", type=POSITIVE, default=10, help="run splits 0..SPLITS-1 (default: %(default)s)"
+    )
     uci.add_argument(
         "--first-split",
-        type=int,
+        type=COUNT,
         default=0,
         help="start at this split (e.g. 4 with --splits 10 runs 4-9 beside a run of 0-3; "
         "--from-cells joins their cells)",
@@ -88,8 +149,8 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: $BNNKIT_DATA or the user cache)",
     )
     uci.add_argument("--out", default="bnnkit-out/uci", help="output folder (default: %(default)s)")
-    uci.add_argument("--seed", type=int, default=0)
-    uci.add_argument("--threads", type=int, default=1)
+    uci.add_argument("--seed", type=SEED, default=0)
+    uci.add_argument("--threads", type=THREADS, default=1)
     uci.add_argument("--no-progress", action="store_true")
     uci.add_argument(
         "--tune",
@@ -117,8 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
     uci.add_argument(
         "--resume",
         action="store_true",
-        help="keep the cells already in OUT/uci_cells.jsonl (same seed, --quick and --tune) and run only "
-        "the missing ones: goes on with a stopped run, or grows --splits",
+        help="keep the cells already in OUT/uci_cells.jsonl (same seed, --quick, --tune and protocol) and run "
+        "only the missing ones: goes on with a stopped run, or grows --splits; cells of a split whose data "
+        "files have changed since are refused",
     )
     img = bench_sub.add_parser("image", help="image classification + OOD detection (small CNN on CPU)")
     img.add_argument(
@@ -131,10 +193,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--model", default="cnn", choices=["cnn", "resnet18"], help="small CNN (CPU) or ResNet-18 (GPU runs)"
     )
     img.add_argument(
-        "--width", type=int, default=None, help="ResNet-18 channels of the first stage (default 64)"
+        "--width", type=POSITIVE, default=None, help="ResNet-18 channels of the first stage (default 64)"
     )
     img.add_argument(
         "--methods",
+        type=_names,
         default="sghmc,sgld,fsghmc,fsgld,bbb",
         help="comma-separated, from sghmc,sgld,asghmc,fsghmc,fsgld,bbb,fbnn,mcdropout,ensemble,laplace (default: %(default)s)",
     )
@@ -147,20 +210,23 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="reuse the methods' rows in OUT/image_rows.jsonl with the same arguments; run only the others",
     )
-    img.add_argument("--seed", type=int, default=0)
-    img.add_argument("--threads", type=int, default=2)
+    img.add_argument("--seed", type=SEED, default=0)
+    img.add_argument("--threads", type=THREADS, default=2)
     img.add_argument("--no-progress", action="store_true")
     ban = bench_sub.add_parser(
         "bandit", help="mushroom contextual bandit with Thompson sampling (regret plots)"
     )
     ban.add_argument(
         "--methods",
+        type=_names,
         default=None,
         help="comma-separated (default: all: sgld,fsgld,bbb,greedy0,greedy1,greedy5,sghmc,fsghmc,fbnn,laplace)",
     )
     ban.add_argument("--patterns", default=None, help="poison probabilities, e.g. 0.4,0.5,0.6 (the default)")
     ban.add_argument("--seeds", default=None, help="e.g. 0,1,2 (the default)")
-    ban.add_argument("--steps", type=int, default=None, help="interactions (default 10000; --quick: 300)")
+    ban.add_argument(
+        "--steps", type=POSITIVE, default=None, help="interactions (default 10000; --quick: 300)"
+    )
     ban.add_argument("--quick", action="store_true", help="a smoke test: 300 interactions, small network")
     ban.add_argument("--data", default=None, help="data directory (default: $BNNKIT_DATA or the user cache)")
     ban.add_argument("--out", default="bnnkit-out/bandit")
@@ -182,19 +248,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="overrides of the agents' defaults (bnnkit.bench.bandit.DEFAULTS) as a JSON object, e.g. "
         '\'{"fsgld_weight_term": "sgld", "fsgld_max_step": 0.001}\'; written into every run\'s record',
     )
-    ban.add_argument("--threads", type=int, default=1)
+    ban.add_argument("--threads", type=THREADS, default=1)
     ban.add_argument("--no-progress", action="store_true")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """The ``bnnkit`` command.  Bad input ends in one line that says what to change (exit status 2),
-    not a traceback; a stop by Ctrl-C says where the finished work is kept (exit status 130)."""
-    args = build_parser().parse_args(argv)
+    not a traceback: a bad option value (checked as the arguments are read), a bnnkit error, and a
+    file or folder that cannot be read or written (named); a stop by Ctrl-C says where the finished
+    work is kept (exit status 130).  Set ``BNNKIT_TRACEBACK=1`` to see the traceback of an error."""
     try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as stop:  # --help (0), or a bad option: argparse has printed its one line
+        return stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 2)
+    try:
+        _check_args(args)
         return _run(args)
-    except BnnkitError as err:
-        print(f"bnnkit: error: {err}", file=sys.stderr)
+    except (BnnkitError, OSError) as err:
+        if os.environ.get("BNNKIT_TRACEBACK"):
+            raise
+        message = _os_message(err) if isinstance(err, OSError) else str(err)
+        print(f"bnnkit: error: {' '.join(message.split())}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         hint = (
@@ -204,6 +279,34 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(f"bnnkit: stopped{hint}.", file=sys.stderr)
         return 130
+
+
+def _os_message(err: OSError) -> str:
+    """One line for a file or folder that could not be read or written, naming it."""
+    what = err.strerror or type(err).__name__
+    if err.filename is None:
+        return f"{what}: {err}" if str(err) and str(err) != what else what
+    both = f" -> {err.filename2}" if err.filename2 is not None else ""
+    return f"{what}: {err.filename}{both} (check the path and that it may be read and written)"
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    """What argparse checks one option at a time cannot: options that must agree, and output paths
+    (before any work starts)."""
+    sub = _subcommand(args)
+    if sub == ("bench", "uci") and args.first_split >= args.splits:
+        raise BnnkitError(
+            f"--first-split {args.first_split} must lie below --splits {args.splits}: it is the index of the "
+            "first split to run, and --splits the index after the last."
+        )
+    if sub == ("demo",):
+        from .demo import check_out_file
+
+        check_out_file(args.out)
+    elif sub == ("experiment", "extrapolation"):
+        from ..bench.records import output_folder
+
+        output_folder(args.out)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -269,8 +372,8 @@ def _bench_uci(args: argparse.Namespace) -> int:
     torch.set_num_threads(args.threads)
     report = run_uci(
         protocol=stock_protocol(args.quick, args.protocol),
-        datasets=[d for d in args.datasets.split(",") if d],
-        methods=[m for m in args.methods.split(",") if m],
+        datasets=args.datasets,
+        methods=args.methods,
         splits=args.splits,
         out=args.out,
         root=args.data,
@@ -295,7 +398,7 @@ def _bench_image(args: argparse.Namespace) -> int:
     torch.set_num_threads(args.threads)
     run_image(
         dataset=args.dataset,
-        methods=tuple(m for m in args.methods.split(",") if m),
+        methods=tuple(args.methods),
         out=args.out,
         root=args.data,
         download=args.download,

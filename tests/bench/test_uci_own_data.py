@@ -250,3 +250,47 @@ def test_protocol_6_runs_nuts_as_several_chains_and_reports_their_function_space
     assert cell["rhat"] >= 1.0 and cell["ess"] > 0
     (old,) = run_uci_arrays(x, y, out=tmp_path / "5", protocol=p5, **kw)["cells"]
     assert seen[-1]["num_chains"] == 1 and old["protocol"] == 5 and "rhat" not in old
+
+
+def test_resume_keeps_cells_only_of_the_same_data(tmp_path):
+    """Each cell carries its split's data checksum; ``resume`` refuses cells of data that has
+    changed since (naming the set and split) before anything runs, and keeps, with a note, cells
+    written before the checksum was recorded."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(40, 2))
+    y = x[:, 0] + 0.1 * rng.normal(size=40)
+    said: list[str] = []
+    kw = dict(
+        splits=2,
+        methods=["mcdropout"],
+        name="mine",
+        out=tmp_path,
+        quick=True,
+        progress=False,
+        log=said.append,
+    )
+    first = run_uci_arrays(x, y, **kw)["cells"]
+    assert len({c["data_sha256"] for c in first}) == 2  # one checksum per split
+    again = run_uci_arrays(x, y, resume=True, **kw)["cells"]
+    assert [c["rmse"] for c in again] == [c["rmse"] for c in first]  # reused, not rerun
+    cells = (tmp_path / "uci_cells.jsonl").read_text()
+    y2 = y.copy()
+    y2[3] += 1.0
+    with pytest.raises(BnnkitError, match=r"mine split \d computed on other data than the arrays given"):
+        run_uci_arrays(x, y2, resume=True, **kw)
+    assert (tmp_path / "uci_cells.jsonl").read_text() == cells  # nothing ran, nothing was written
+    # a cell of an older bnnkit (no checksum) is kept, and said so
+    old = [{k: v for k, v in json.loads(c).items() if k != "data_sha256"} for c in cells.splitlines()]
+    (tmp_path / "uci_cells.jsonl").write_text("".join(json.dumps(c) + "\n" for c in old))
+    said.clear()
+    kept = run_uci_arrays(x, y2, resume=True, **kw)["cells"]
+    assert [c["rmse"] for c in kept] == [c["rmse"] for c in first]
+    assert any("2 resumed cell(s) carry no data checksum" in s for s in said)
+    # a folder of other files is not a bench output: refused, its files left alone
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine\n")
+    with pytest.raises(
+        BnnkitError, match="is not empty .notes.txt. and is not the output of a bnnkit bench uci"
+    ):
+        run_uci_arrays(x, y, **{**kw, "out": tmp_path / "other"})
+    assert [p.name for p in (tmp_path / "other").iterdir()] == ["notes.txt"]

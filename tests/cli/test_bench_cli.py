@@ -41,7 +41,9 @@ def test_bad_input_ends_in_one_line_that_says_what_to_change(tmp_path, capsys):
     args = ["bench", "uci", "--datasets", "yacht", "--methods", "sgld", "--splits", "2", "--first-split", "3"]
     assert main(args + ["--out", str(tmp_path), "--quick"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("bnnkit: error: first_split must lie in 0..1") and "Traceback" not in err
+    assert (
+        err.startswith("bnnkit: error: --first-split 3 must lie below --splits 2") and "Traceback" not in err
+    )
     assert main(["bench", "bandit", "--methods", "nosuch", "--out", str(tmp_path)]) == 2
     assert "nosuch" in capsys.readouterr().err
     for bad, says in (("[1]", "got list"), ("{noise: 1}", "must be a JSON object")):

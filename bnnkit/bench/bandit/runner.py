@@ -15,7 +15,7 @@ from torch import Tensor
 
 from ...core.errors import BnnkitError
 from ...core.random import make_generator
-from ..records import append_record, read_records, start_records
+from ..records import append_record, output_folder, read_records, start_records
 from .agents import Buffer, _make_agent, attribute_blocks
 from .protocol import (
     DEFAULTS,
@@ -226,9 +226,9 @@ def run_bandit(
         raise BnnkitError(
             "from_runs rebuilds the report and plays nothing, resume plays the missing runs: pass one."
         )
+    marks = (RUNS_FILE, RUNS_FILE.removesuffix(".jsonl") + ".previous.jsonl", "bandit.json")
+    out = output_folder(out, marks, "bnnkit bench bandit")
     contexts, edible = load_mushroom(root)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     cmd = command_line(methods, patterns, seeds, steps, quick)
     grid = _curve_index(steps, cfg["curve_points"])
     record_cfg = json.loads(json.dumps(cfg))  # as a record file gives it back, for the comparison

@@ -417,6 +417,13 @@ def _run_method_seeded(method: str, data: Any, cfg: dict, noise: float, gp: Any,
     x, y = data.x_train, data.y_train
     n, d = x.shape
     net = mlp(d, cfg["hidden"])
+    if method == "default":
+        # bnnkit.fit as a user calls it on the raw rows: the split is standardised already (with the
+        # same float64 rule as fit's), so fit is told not to standardise again
+        from ...api import fit
+
+        f = fit(net, (x, y), method="default", seed=seed, progress=progress, standardize=False)
+        return f.posterior, f.draws
     # The samplers (nuts, asghmc here) sample the noise precision; ``noise``, the GP fit's, is the
     # VI baselines' fixed noise only, so a sampler's cell does not depend on what ran beside it.
     lik = Gaussian(cfg["noise_init"], learn_noise=True, precision_prior=tuple(cfg["noise_prior"]))

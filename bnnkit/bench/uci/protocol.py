@@ -109,6 +109,7 @@ from ...core.errors import BnnkitError
 from ..methods import MOMENTUM, methods_of
 
 METHODS = (
+    "default",
     "sgld",
     "csgld",
     "sghmc",

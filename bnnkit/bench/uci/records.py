@@ -4,23 +4,82 @@
 A cell carries what its numbers depend on beyond data set, split, method and seed: ``quick``, the
 tuning rule (``tuned``) and the protocol's version (under the key ``protocol``).  ``--resume`` and
 ``--from-cells`` take only cells that match the run in all of them (:func:`_same_run`), so cells of
-two protocols never meet in one table; the cells in ``docs/results/uci/`` (protocols 2 to 5)
+two protocols never meet in one table.  It also carries a checksum of its split's data
+(``data_sha256``: :func:`files_checksum`, :func:`arrays_checksum`); ``--resume`` refuses cells whose
+data differs from what the split holds now (:func:`check_resumed_data`), and ``--from-cells``
+refuses to join cells of one split computed on different data; the cells in ``docs/results/uci/`` (protocols 2 to 5)
 stay readable.  Where a protocol changed only some methods' recipes, the other methods' cells of
 the one before count as its cells (:func:`_same_run`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import hashlib
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ...core.errors import BnnkitError
+from ...data.download import sha256
 from ...data.uci import uci_dataset_name
 from ..records import append_record, read_records, start_records
 from .protocol import NO_GP_SUBSET, PROTOCOL, QUICK_TUNE, SG_METHODS, TUNE, adaptive_methods, unchanged_since
 
 __all__ = ["append_record", "read_records", "start_records"]
+
+CELLS_FILE = "uci_cells.jsonl"
+# the files by which a folder is known as a UCI bench output (bnnkit.bench.records.output_folder)
+OUTPUT_MARKS = (CELLS_FILE, "uci_cells.previous.jsonl", "uci.json")
+DATA_KEY = "data_sha256"  # a cell's checksum of its split's data
+
+
+def files_checksum(paths: Iterable[Path], digests: dict[Path, str] | None = None) -> str:
+    """SHA-256 over the files ``paths`` (their names and contents, in order): a split's data in
+    the UCI layout.  ``digests`` caches each file's own digest (``data.txt`` is shared by the
+    splits)."""
+    h = hashlib.sha256()
+    for path in paths:
+        if digests is not None and path in digests:
+            digest = digests[path]
+        else:
+            digest = sha256(path)
+            if digests is not None:
+                digests[path] = digest
+        h.update(path.name.encode() + b"\0" + bytes.fromhex(digest))
+    return h.hexdigest()
+
+
+def arrays_checksum(*arrays: Any) -> str:
+    """SHA-256 over ``arrays`` (dtype, shape and bytes of each): a split of data held in memory."""
+    h = hashlib.sha256()
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        h.update(f"{a.dtype.str}{a.shape}".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def check_resumed_data(
+    cells: Iterable[dict[str, Any]], name: str, split: int, digest: str, where: str, path: Path
+) -> int:
+    """Refuse ``cells`` (resumed cells of ``name`` split ``split`` from ``path``) whose data
+    checksum differs from ``digest``, what the split holds now (``where`` says where it is read
+    from).  Returns how many carry no checksum (cells written before it was recorded)."""
+    unchecked = 0
+    for c in cells:
+        have = c.get(DATA_KEY)
+        if have is None:
+            unchecked += 1
+        elif have != digest:
+            raise BnnkitError(
+                f"{path} holds cells of {name} split {split} computed on other data than {where} holds now "
+                f"(data checksum {have[:12]}... there, {digest[:12]}... now): --resume would mix numbers of "
+                f"two data sets in one table.  Start afresh without --resume (the old cells are kept as "
+                f"{path.name.removesuffix('.jsonl')}.previous.jsonl) or pass another --out."
+            )
+    return unchecked
 
 
 def _settings(method: str, quick: bool, tune: bool, version: int = PROTOCOL) -> dict[str, Any]:
@@ -78,6 +137,19 @@ def _read_cells(
     if len(latest) < len(lines):
         log(f"{path}: {len(lines) - len(latest)} cell(s) superseded by a later line for the same cell")
     cells = list(latest.values())
+    seen: dict[tuple, tuple[str, str]] = {}  # (data set, split) -> (checksum, method of the first cell)
+    for c in cells:
+        digest = c.get(DATA_KEY)
+        if digest is None:
+            continue
+        key = (c["dataset"], c["split"])
+        first = seen.setdefault(key, (digest, c["method"]))
+        if first[0] != digest:
+            raise BnnkitError(
+                f"{path} holds cells of {key[0]} split {key[1]} computed on different data ({first[1]}: data "
+                f"checksum {first[0][:12]}..., {c['method']}: {digest[:12]}...): their numbers do not belong "
+                "in one table; rebuild from the cells of one data set."
+            )
     if not cells:
         raise BnnkitError(
             f"{path} holds no cell of datasets {sorted(names)} and methods {list(methods)}; check the arguments."

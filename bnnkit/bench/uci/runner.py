@@ -17,10 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from ...core.errors import BnnkitError
+from ...data.download import resolve_root
 from ...data.uci import UCIData, UCISplit, is_known_uci, load_uci, uci_dataset_name, uci_num_splits
+from ..records import output_folder
 from .inference import _run_method, predictive, test_scores
 from .protocol import (
     METHODS,
@@ -32,30 +35,76 @@ from .protocol import (
     check_protocol,
     stock_protocol,
 )
-from .records import _read_cells, _same_run, _settings, append_record, read_records, start_records
+from .records import (
+    CELLS_FILE,
+    DATA_KEY,
+    OUTPUT_MARKS,
+    _read_cells,
+    _same_run,
+    _settings,
+    append_record,
+    arrays_checksum,
+    check_resumed_data,
+    files_checksum,
+    read_records,
+    start_records,
+)
 from .report import _report, _write
 
 # methods that need neither the fitted GP nor its noise: the split's GP fit is skipped for them
-NO_GP_NEEDED = frozenset({"sgld", "csgld", "sghmc", "asghmc", "nuts"})
+NO_GP_NEEDED = frozenset({"default", "sgld", "csgld", "sghmc", "asghmc", "nuts"})
 
 
 @dataclass(frozen=True)
 class _Source:
     """Where a data set's splits come from: a UCI-layout folder (:func:`load_uci`) or arrays
     (:class:`~bnnkit.data.uci.UCIData`).  ``num_splits`` is read when first needed, so a run of
-    known sets needs only the files of the splits it runs."""
+    known sets needs only the files of the splits it runs.  ``checksum(split)`` is the split's data
+    checksum that its cells carry (``--resume`` compares it); ``where`` names the data in messages."""
 
     name: str
     num_splits: Callable[[], int]
     load: Callable[[int], UCISplit]
+    checksum: Callable[[int], str]
+    where: str
 
 
 def _folder_source(dataset: str, root: str | None) -> _Source:
     name = uci_dataset_name(dataset)
+    folder = resolve_root(root) / "uci" / name
+    digests: dict[Path, str] = {}  # data.txt is read once for all the splits
+
+    def checksum(split: int) -> str:
+        files = ("data.txt", "index_features.txt", "index_target.txt")
+        files += (f"index_train_{split}.txt", f"index_test_{split}.txt")
+        try:
+            return files_checksum([folder / f for f in files], digests)
+        except FileNotFoundError:
+            load_uci(name, split, root=root)  # an error that names the missing file and the layout
+            raise
+
     return _Source(
         name=name,
         num_splits=lambda: uci_num_splits(name, root=root),
         load=lambda split: load_uci(name, split, root=root),
+        checksum=checksum,
+        where=f"{folder}/",
+    )
+
+
+def _arrays_source(data: UCIData) -> _Source:
+    base = arrays_checksum(data.x, data.y)
+
+    def checksum(split: int) -> str:
+        train, test = data.splits[split]
+        return arrays_checksum(np.frombuffer(bytes.fromhex(base), dtype=np.uint8), train, test)
+
+    return _Source(
+        name=data.name,
+        num_splits=lambda: data.num_splits,
+        load=data.split,
+        checksum=checksum,
+        where="the arrays given",
     )
 
 
@@ -97,6 +146,10 @@ def run_uci(
     a run with the same seed, mode, tuning and protocol version are kept and only the missing ones
     run: a stopped run goes on, or a 5-split run grows to 10, with the numbers a single run would
     give.
+    Every cell carries a checksum of its split's data (``data_sha256``: of the split's files); a
+    resumed cell whose split's data has changed since is refused with an error that names the data
+    set and split, before anything runs.  ``out`` must be a new or empty folder or one that a run
+    of this bench wrote: a folder of other files is refused, as is a path that cannot be written.
 
     ``protocol`` replaces the bench's (:data:`~bnnkit.bench.uci.protocol.FULL_PROTOCOL`, or
     ``QUICK_PROTOCOL`` with ``quick``); one that differs from it must carry another ``version``.
@@ -106,8 +159,6 @@ def run_uci(
     methods = canonical_methods(requested, METHODS, cfg["version"])
     _check_splits(splits, first_split)
     names = [uci_dataset_name(d) for d in datasets]  # an own set's name is checked before anything runs
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     if from_cells is not None:
         if resume:
             raise BnnkitError(
@@ -116,6 +167,7 @@ def run_uci(
         if first_split:
             raise BnnkitError("from_cells rebuilds the tables from every split present: drop first_split.")
         cells = _read_cells(Path(from_cells), datasets, methods, log, seed, quick, tune, cfg["version"])
+        out = output_folder(out, OUTPUT_MARKS, "bnnkit bench uci")
         report = _report(
             cells, datasets, methods, splits, quick, seed, cfg, requested, rebuilt=True, root=root
         )
@@ -125,6 +177,7 @@ def run_uci(
         if not is_known_uci(name):
             for split in range(first_split, min(splits, uci_num_splits(name, root=root))):
                 load_uci(name, split, root=root)
+    out = output_folder(out, OUTPUT_MARKS, "bnnkit bench uci")  # before anything runs or is written
     sources = [_folder_source(n, root) for n in names]
     cells = _run_cells(
         sources, methods, cfg, splits, first_split, out, quick, seed, progress, log, tune, resume
@@ -182,9 +235,8 @@ def run_uci_arrays(
             "(run_uci runs the known sets from their checksummed files)."
         )
     data = UCIData.from_arrays(x, y, splits, name=name, test_fraction=test_fraction, seed=seed)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    source = _Source(name=data.name, num_splits=lambda: data.num_splits, load=data.split)
+    out = output_folder(out, OUTPUT_MARKS, "bnnkit bench uci")
+    source = _arrays_source(data)
     n = data.num_splits
     cells = _run_cells([source], methods, cfg, n, 0, out, quick, seed, progress, log, tune, resume)
     command = (
@@ -243,14 +295,16 @@ def _run_cells(
 
     version = cfg["version"]
     cells: list[dict[str, Any]] = []
-    partial = out / "uci_cells.jsonl"  # one line per finished cell: nothing is lost if a run stops
+    partial = out / CELLS_FILE  # one line per finished cell: nothing is lost if a run stops
     done: dict[tuple, dict[str, Any]] = {}
     if resume and partial.is_file():
         kept = read_records(partial, log)
-        partial.write_text("".join(json.dumps(c) + "\n" for c in kept))  # drop a line cut short
         for c in kept:
             if _same_run(c, seed, quick, tune, version):
                 done[(c["dataset"], c["split"], c["method"])] = c
+        # before anything runs or is written: a kept cell of data that has changed is refused
+        _check_resumed(done, sources, methods, splits, first_split, partial, log)
+        partial.write_text("".join(json.dumps(c) + "\n" for c in kept))  # drop a line cut short
     else:
         start_records(partial, log)
     for source in sources:
@@ -270,6 +324,7 @@ def _run_cells(
                     f"{name} split {split}: resumed {len(methods) - len(todo)} cell(s), running {', '.join(todo)}"
                 )
             data = source.load(split)
+            digest = source.checksum(split)
             if cfg["max_rows"] is not None and data.x_train.shape[0] > cfg["max_rows"]:
                 data = _subsample(data, cfg["max_rows"])
             t0 = time.perf_counter()
@@ -290,6 +345,7 @@ def _run_cells(
                     "split": split,
                     "method": method,
                     "seed": seed + split,
+                    DATA_KEY: digest,
                     **test_scores(predictive(post, s, data.x_test), data),
                     "seconds": seconds,
                     "gp_fit_seconds": gp_seconds,
@@ -337,6 +393,33 @@ def _run_cells(
                     f"(standardised) | RMSE {cell['rmse']:.3f} NLL {cell['nll']:.3f} (original) {seconds:.0f} s"
                 )
     return cells
+
+
+def _check_resumed(
+    done: dict[tuple, dict[str, Any]],
+    sources: Sequence[_Source],
+    methods: Sequence[str],
+    splits: int,
+    first_split: int,
+    path: Path,
+    log: Callable[[str], None],
+) -> None:
+    """Refuse the resumed cells (``done``, from ``path``) of a split whose data is not what it was
+    when they were computed (:func:`~bnnkit.bench.uci.records.check_resumed_data`)."""
+    unchecked = 0
+    for source in sources:
+        if not any(key[0] == source.name for key in done):
+            continue
+        for split in range(first_split, min(splits, source.num_splits())):
+            cells = [done[(source.name, split, m)] for m in methods if (source.name, split, m) in done]
+            if cells:
+                digest = source.checksum(split)
+                unchecked += check_resumed_data(cells, source.name, split, digest, source.where, path)
+    if unchecked:
+        log(
+            f"{path}: {unchecked} resumed cell(s) carry no data checksum (written by an older bnnkit): "
+            "kept without checking that their data is the same"
+        )
 
 
 def _fit_split_gp(gp: Any, data: UCISplit, cfg: dict[str, Any], seed: int) -> dict[str, Any]:
