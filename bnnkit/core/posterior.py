@@ -274,11 +274,14 @@ class Posterior:
     def check_data(self, batch: Batch) -> None:
         """Validate a data batch against the model; raise :class:`BnnkitError` with a clear message."""
         if not (isinstance(batch, (tuple, list)) and len(batch) == 2):
-            raise BnnkitError("data must be a tuple (inputs, targets) of tensors.")
+            raise BnnkitError(_data_type_message(batch))
         inputs, targets = batch
         for name, t in (("inputs", inputs), ("targets", targets)):
             if not isinstance(t, Tensor):
-                raise BnnkitError(f"{name} must be a torch.Tensor, got {type(t).__name__}.")
+                raise BnnkitError(
+                    f"{name} must be a torch.Tensor, got {type(t).__name__}"
+                    + (" (convert it with torch.as_tensor)." if hasattr(t, "__array__") else ".")
+                )
             if t.ndim == 0 or t.shape[0] == 0:
                 raise BnnkitError(f"{name} is empty (shape {tuple(t.shape)}); pass at least one row of data.")
             check_finite_rows(name, t)
@@ -293,11 +296,43 @@ class Posterior:
                 out = self.forward(net, inputs[: min(len(inputs), 8)])
             except RuntimeError as e:
                 raise BnnkitError(
-                    f"the model failed on inputs of shape {tuple(inputs.shape)}: {e}. "
-                    "Check the input dimension expected by the first layer."
+                    f"the model failed on inputs of shape {tuple(inputs.shape)}"
+                    f"{_expectation(self.module, inputs)}: {e}. Check the input dimension expected by the first layer."
                 ) from e
         full_out_shape = (inputs.shape[0], *out.shape[1:])
         self.likelihood.check(torch.zeros(full_out_shape, dtype=out.dtype), targets)
+
+    def as_data(self, data: object, what: str = "data") -> tuple[Tensor, Tensor]:
+        """``data`` as a checked ``(inputs, targets)`` pair of tensors, for methods that use the whole
+        data set at once: a pair of tensors or NumPy arrays, or a ``torch.utils.data.DataLoader``
+        yielding ``(x, y)`` batches (all its rows, in its order).  Inputs of another floating dtype
+        or of integers become the model's dtype, and so do floating targets given as arrays (tensor
+        targets keep theirs); then :meth:`check_data`."""
+        from ..data.coerce import as_pair, is_loader
+
+        if hasattr(data, "next") and hasattr(data, "state_dict") and not is_loader(data):
+            raise BnnkitError(
+                f"{what} is a minibatch stream ({type(data).__name__}); this method needs the whole data set: "
+                "pass (inputs, targets) tensors or a torch DataLoader."
+            )
+        given_tensor = is_loader(data) or (isinstance(data, (tuple, list)) and isinstance(data[-1], Tensor))
+        inputs, targets = as_pair(data, what)
+        inputs = _input_dtype(self.module, inputs, self.net_view.dtype, "inputs")
+        if not given_tensor and targets.is_floating_point() and targets.dtype != self.net_view.dtype:
+            targets = targets.to(self.net_view.dtype)  # NumPy's float64 for a float32 network
+        self.check_data((inputs, targets))
+        return inputs, targets
+
+    def check_inputs(self, inputs: object, action: str = "predicting") -> Tensor:
+        """``inputs`` checked for a prediction: see :func:`check_inputs`; the network's current
+        parameters stand in for the draws in the one-row probe run only when the first layer's
+        shape suggests a mismatch."""
+
+        def probe(rows: Tensor) -> Tensor:
+            net = {n: p.detach() for n, p in self.module.named_parameters() if n in self.net_names}
+            return self.forward(net, rows)
+
+        return check_inputs(self.module, inputs, self.net_view.dtype, probe, action)
 
     def config(self) -> dict:
         return {
@@ -307,6 +342,152 @@ class Posterior:
             "num_data": self.num_data,
             "parameters": self.view.describe(),
         }
+
+
+def check_inputs(
+    module: nn.Module,
+    inputs: object,
+    dtype: torch.dtype,
+    forward: Callable[[Tensor], Tensor] | None = None,
+    action: str = "predicting",
+) -> Tensor:
+    """``inputs`` for a prediction by ``module``, checked and as a tensor of the model's ``dtype``.
+
+    A NumPy array (or pandas / nested list) becomes a tensor; floating inputs of another precision
+    and integer inputs become ``dtype`` (integers stay for a first ``Embedding`` layer); boolean
+    and complex inputs are refused, as are empty inputs and rows with NaN / inf (named).  The
+    trailing shape is compared with the first layer's (``Linear``: ``[*, in_features]``,
+    ``ConvNd``: ``[*, in_channels, ...]``); on a mismatch, ``forward`` (or ``module``) runs on
+    two rows to confirm before refusing, so a module whose first registered layer is not the
+    first applied is not refused wrongly.
+    """
+    if not isinstance(inputs, Tensor):
+        if isinstance(inputs, (str, bytes)) or not (
+            hasattr(inputs, "__array__") or hasattr(inputs, "to_numpy") or isinstance(inputs, (list, tuple))
+        ):
+            raise BnnkitError(
+                f"inputs must be a torch.Tensor or a NumPy array with one row per example, got "
+                f"{type(inputs).__name__}."
+            )
+        if hasattr(inputs, "to_numpy"):
+            inputs = inputs.to_numpy()
+        try:
+            inputs = torch.as_tensor(inputs)
+        except (TypeError, ValueError, RuntimeError) as err:
+            raise BnnkitError(
+                f"inputs must be a torch.Tensor or a NumPy array of numbers; {type(inputs).__name__} could not be "
+                f"converted ({err})."
+            ) from err
+    x = _input_dtype(module, inputs, dtype, "inputs")
+    if x.ndim == 0 or x.shape[0] == 0:
+        raise BnnkitError(f"inputs are empty (shape {tuple(x.shape)}); pass at least one row.")
+    if x.is_floating_point():
+        bad = ~torch.isfinite(x)
+        if bad.any():
+            rows = bad.reshape(bad.shape[0], -1).any(dim=1)
+            idx = torch.nonzero(rows).flatten().tolist()
+            shown = ", ".join(str(i) for i in idx[:5]) + (", ..." if len(idx) > 5 else "")
+            raise BnnkitError(
+                f"inputs contain NaN or inf in {len(idx)} of {rows.numel()} rows (rows {shown}); the predictive "
+                f"there would be NaN. Remove or impute those rows before {action}."
+            )
+    spec = _first_layer(module)
+    if spec is not None and not _shape_fits(spec, x):
+        run = forward if forward is not None else module
+        try:
+            with torch.no_grad():
+                run(x[:2])
+        except (RuntimeError, ValueError, IndexError) as err:
+            raise BnnkitError(f"{_describe(spec)}; got shape {tuple(x.shape)}.{_row_hint(spec, x)}") from err
+    return x
+
+
+def _input_dtype(module: nn.Module, x: Tensor, dtype: torch.dtype, name: str) -> Tensor:
+    """Floating ``x`` in the model's dtype; integers too unless the first layer takes indices."""
+    if x.dtype == torch.bool:
+        raise BnnkitError(
+            f"{name} are booleans; the model takes real numbers. Convert them with .to({dtype}) if 0/1 "
+            "features are meant."
+        )
+    if x.is_complex():
+        raise BnnkitError(f"{name} are complex ({x.dtype}); the model takes real numbers ({dtype}).")
+    if x.is_floating_point():
+        return x if x.dtype == dtype else x.to(dtype)
+    spec = _first_layer(module)
+    if spec is not None and spec[0] == "index":
+        return x
+    return x.to(dtype)
+
+
+def _first_layer(module: nn.Module) -> tuple[str, int, int] | None:
+    """What the first layer with parameters takes: ``("features", n, 0)`` for a Linear,
+    ``("channels", c, k)`` for a k-d convolution, ``("index", n, 0)`` for an embedding; ``None``
+    when it is another kind (nothing is then inferred)."""
+    for m in module.modules():
+        if isinstance(m, nn.Linear) and not isinstance(m.weight, nn.parameter.UninitializedParameter):
+            return ("features", m.in_features, 0)
+        if isinstance(m, nn.modules.conv._ConvNd) and not isinstance(
+            m.weight, nn.parameter.UninitializedParameter
+        ):
+            return ("channels", m.in_channels, len(m.kernel_size))
+        if isinstance(m, (nn.Embedding, nn.EmbeddingBag)):
+            return ("index", m.num_embeddings, 0)
+        if any(True for _ in m.parameters(recurse=False)):
+            # layers shaped like Linear / Conv (bnnkit.vi.BayesianLinear, say) name their input size
+            n_in, n_ch = getattr(m, "in_features", None), getattr(m, "in_channels", None)
+            ks = getattr(m, "kernel_size", None)
+            if isinstance(n_in, int) and n_in > 0:
+                return ("features", n_in, 0)
+            if isinstance(n_ch, int) and n_ch > 0 and isinstance(ks, tuple):
+                return ("channels", n_ch, len(ks))
+            return None
+    return None
+
+
+def _shape_fits(spec: tuple[str, int, int], x: Tensor) -> bool:
+    kind, n, k = spec
+    if kind == "features":
+        return x.ndim >= 2 and x.shape[-1] == n
+    if kind == "channels":
+        return x.ndim >= k + 1 and x.shape[-(k + 1)] == n
+    return True
+
+
+def _describe(spec: tuple[str, int, int]) -> str:
+    kind, n, k = spec
+    if kind == "features":
+        return f"the model expects inputs with {n} features (shape [*, {n}])"
+    dims = ", ".join(("H", "W") if k == 2 else ("L",) if k == 1 else ("D", "H", "W")[:k])
+    return f"the model expects inputs with {n} channels (shape [*, {n}, {dims}])"
+
+
+def _row_hint(spec: tuple[str, int, int], x: Tensor) -> str:
+    kind, n, _ = spec
+    if kind == "features" and x.ndim == 1:
+        if n == 1:
+            return " Make the inputs a column: x.reshape(-1, 1)."
+        if x.shape[0] == n:
+            return f" A single row must be shaped [1, {n}]: x.reshape(1, -1)."
+    return ""
+
+
+def _expectation(module: nn.Module, inputs: Tensor) -> str:
+    spec = _first_layer(module)
+    return f" ({_describe(spec)})" if spec is not None and spec[0] != "index" else ""
+
+
+def _data_type_message(data: object) -> str:
+    if isinstance(data, torch.utils.data.DataLoader):
+        return (
+            "data must be a tuple (inputs, targets) of tensors here; got a DataLoader. bnnkit.sample takes a "
+            "DataLoader as a minibatch stream (bnnkit.data.LoaderStream), and Posterior.as_data, "
+            "bnnkit.Laplace.fit, bnnkit.core.warm_start.map_init and the VI fits read all of its rows."
+        )
+    return (
+        "data must be a tuple (inputs, targets) of tensors or NumPy arrays, or a torch DataLoader yielding (x, y) "
+        f"batches (bnnkit.sample also takes a minibatch stream: bnnkit.data.Minibatches / LoaderStream); got "
+        f"{type(data).__name__}."
+    )
 
 
 def _check_num_data(num_data: object) -> None:

@@ -43,7 +43,8 @@ def map_init(
 
     Args:
         posterior: the posterior that will be sampled (``num_data`` scales minibatches as usual).
-        data: ``(inputs, targets)``, the whole training set.
+        data: the whole training set: ``(inputs, targets)`` tensors or NumPy arrays, or a
+            ``torch.utils.data.DataLoader`` yielding ``(x, y)`` batches (all its rows are used).
         steps: Adam steps per chain.
         lr: Adam's learning rate.
         batch_size: rows per step (``None``: full batch).
@@ -78,8 +79,7 @@ def map_init(
     if holdout is not None and not (isinstance(holdout, float) and 0.0 < holdout <= 0.5):
         raise BnnkitError(f"holdout must be a fraction in (0, 0.5] or None, got {holdout!r}.")
     check_int_at_least("patience", patience, 1)
-    posterior.check_data(data)
-    inputs, targets = data
+    inputs, targets = posterior.as_data(data)
     n = int(inputs.shape[0])
     if batch_size is not None and not 1 <= batch_size <= n:
         raise BnnkitError(f"batch_size must lie in [1, {n}], got {batch_size!r}.")

@@ -184,8 +184,9 @@ def output_and_jacobian(
     posterior: Posterior, net: Mapping[str, Tensor], subset: Sequence[str], inputs: Tensor
 ) -> tuple[Tensor, Tensor]:
     """Outputs ``[B, C]`` and per-example Jacobians ``[B, C, P]`` over ``subset`` at ``net``."""
-    sub = FlatView({n: net[n] for n in subset})
-    theta = sub.ravel(net).detach()
+    chosen = {n: net[n] for n in subset}
+    sub = FlatView(chosen)
+    theta = sub.ravel(chosen).detach()
 
     def f(t: Tensor) -> Tensor:
         out = posterior.forward({**net, **sub.unravel(t)}, inputs)

@@ -122,7 +122,8 @@ class Laplace:
         """Find (or take) the MAP and compute the curvature of ``data`` = ``(inputs, targets)``.
 
         Args:
-            data: the whole training set.
+            data: the whole training set: ``(inputs, targets)`` tensors or NumPy arrays, or a
+                ``torch.utils.data.DataLoader`` yielding ``(x, y)`` batches (all its rows are used).
             map: ``None`` runs ``steps`` of Adam on the negative log posterior; ``"module"``
                 takes the module's current weights as the MAP (a network the user trained); a
                 dict of parameters or a flat vector over the posterior's layout is taken as is.
@@ -130,7 +131,7 @@ class Laplace:
             init: the loop's start, ``"module"`` (the module's weights) or ``"prior"`` (a draw).
             seed: seeds the loop's generator (prior draw, minibatches) and any low-rank sketch.
         """
-        self._base.check_data(data)
+        data = self._base.as_data(data)
         self._data = data
         self._gen = torch.Generator().manual_seed(seed)
         self._map_kwargs = dict(steps=steps, lr=lr, batch_size=batch_size)
@@ -157,10 +158,10 @@ class Laplace:
                 )
             return {k: v.clone() for k, v in post.net_view.unravel(map[: post.d_net].detach()).items()}
         if isinstance(map, Mapping):
-            missing = [n for n in post.net_names if n not in map]
-            if missing:
-                raise BnnkitError(f"the MAP dict lacks {', '.join(missing)}; give every Bayesian parameter.")
-            return {n: map[n].detach().clone().to(post.net_view.dtype) for n in post.net_names}
+            # the likelihood's / prior's own entries (a dict over the whole layout) are not the MAP's
+            net = {k: v for k, v in map.items() if not str(k).startswith((LIK, PRIOR))}
+            flat = post.net_view.ravel(net, what="the MAP dict", batch_dims=False)
+            return {k: v.detach().clone() for k, v in post.net_view.unravel(flat.to(post.net_view.dtype)).items()}
         raise BnnkitError(f"map must be None, 'module', a dict or a flat tensor; got {type(map).__name__}.")
 
     def _optimise_map(
@@ -192,7 +193,8 @@ class Laplace:
     def _refit(self, net: dict[str, Tensor]) -> None:
         post = self._base
         self.map_params = net
-        self._theta = FlatView({n: net[n] for n in self.subset}).ravel(net)
+        sub = {n: net[n] for n in self.subset}
+        self._theta = FlatView(sub).ravel(sub)
         inputs, targets = self._data
         scale = post.scale(self._data)
         self._structure = compute(
@@ -399,6 +401,10 @@ class Laplace:
         network itself, not linearised).
         """
         self._check_fitted()
+        if method not in ("glm", "sample"):
+            raise BnnkitError(f"method must be 'glm' or 'sample', got {method!r}.")
+        check_int_at_least("num_samples", num_samples, 1)
+        inputs = self._base.check_inputs(inputs)
         if method == "glm":
             return glm_predict(self, inputs, link, num_samples, torch.Generator().manual_seed(seed))
         if method == "sample":

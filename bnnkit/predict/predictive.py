@@ -69,6 +69,18 @@ def network_outputs(
     test images in one call needed over 20 GB), so memory is that of the outputs plus one block.
     """
 
+    if not (hasattr(posterior, "forward") and hasattr(posterior, "split")):
+        raise BnnkitError(
+            f"predicting needs the bnnkit.Posterior the draws were taken from, got {type(posterior).__name__}."
+        )
+    if hasattr(posterior, "check_inputs"):
+        inputs = posterior.check_inputs(inputs)
+    if not isinstance(samples, (Samples, Tensor)):
+        raise BnnkitError(
+            f"samples must be a bnnkit.Samples (what bnnkit.sample returns) or a tensor of flat draws [..., "
+            f"{posterior.view.size}], got {type(samples).__name__}."
+        )
+
     def one(x: Tensor, rows: Tensor) -> Tensor:
         return posterior.forward(posterior.split(x)[0], rows)
 
@@ -86,7 +98,13 @@ def network_outputs(
             try:
                 outs.append(torch.cat([batched(draws, rows) for rows in blocks], 1))
             except (RuntimeError, ValueError):  # modules vmap cannot trace: loop over draws
-                outs.append(torch.stack([torch.cat([one(x, rows) for rows in blocks]) for x in draws]))
+                try:
+                    outs.append(torch.stack([torch.cat([one(x, rows) for rows in blocks]) for x in draws]))
+                except RuntimeError as err:
+                    raise BnnkitError(
+                        f"the model failed on inputs of shape {tuple(inputs.shape)}: {err}. Check that the inputs "
+                        "are shaped as for training (one row per example, the same features)."
+                    ) from err
     return torch.cat(outs)
 
 
@@ -155,7 +173,11 @@ class ClassificationPredictive:
         return self.probs
 
     def nll(self, y: Tensor) -> float:
-        p = self.probs.gather(-1, y.long().reshape(-1, 1)).squeeze(-1)
+        """Mean negative log predictive probability of the labels ``y`` (class indices ``[N]``)."""
+        from .metrics import _classification
+
+        _, y = _classification("nll", self.probs, y, simplex=False)
+        p = self.probs.gather(-1, y.reshape(-1, 1)).squeeze(-1)
         return float(-torch.log(p.clamp_min(1e-40)).mean())
 
     def predicted_class(self) -> Tensor:
@@ -201,8 +223,28 @@ def predict(
 
 
 def _as_targets(y: Tensor, shape: torch.Size) -> Tensor:
-    if y.shape == shape:
-        return y
-    if y.numel() == math.prod(shape):
-        return y.reshape(shape)
-    raise BnnkitError(f"targets of shape {tuple(y.shape)} do not match predictions of shape {tuple(shape)}.")
+    """Regression targets ``y`` for predictions of ``shape``: a tensor or NumPy array, finite."""
+    if not isinstance(y, Tensor):
+        if isinstance(y, (str, bytes)) or not (hasattr(y, "__array__") or isinstance(y, (list, tuple))):
+            raise BnnkitError(f"targets must be a torch.Tensor or a NumPy array, got {type(y).__name__}.")
+        y = torch.as_tensor(y)
+    if y.dtype == torch.bool or y.is_complex():
+        raise BnnkitError(f"regression targets must be real numbers, got dtype {y.dtype}.")
+    if y.shape != shape:
+        if y.numel() != math.prod(shape):
+            raise BnnkitError(
+                f"targets of shape {tuple(y.shape)} do not match predictions of shape {tuple(shape)}; give one "
+                "target per input row."
+            )
+        y = y.reshape(shape)
+    if y.is_floating_point():
+        bad = ~torch.isfinite(y)
+        if bad.any():
+            rows = bad.reshape(bad.shape[0], -1).any(dim=1) if bad.ndim else bad.reshape(1)
+            idx = torch.nonzero(rows).flatten().tolist()
+            shown = ", ".join(str(i) for i in idx[:5]) + (", ..." if len(idx) > 5 else "")
+            raise BnnkitError(
+                f"targets contain NaN or inf in {len(idx)} of {rows.numel()} rows (rows {shown}); remove those rows "
+                "before scoring."
+            )
+    return y

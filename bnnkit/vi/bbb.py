@@ -322,7 +322,7 @@ class BayesByBackprop:
 
         val = None
         if validation is not None:
-            posterior.check_data(validation)
+            validation = posterior.as_data(validation, "validation")
 
             def val(mu: Tensor, rho: Tensor, gen: torch.Generator) -> Tensor:
                 return torch.tensor(
@@ -369,9 +369,9 @@ class BayesByBackprop:
         ``N`` = the rows of ``data``); ``output=`` streams and checkpoints the fit there, and an
         interrupted fit resumes where it stopped.
         """
-        posterior.check_data(data)
+        data = posterior.as_data(data)
         if validation is not None:
-            posterior.check_data(validation)
+            validation = posterior.as_data(validation, "validation")
         what = "Bayes by Backprop's ELBO"
         state, history = run_fit(self, posterior, data, seed, progress, output, validation, HISTORY_BBB, what)
         history.setdefault("val_nll", [])

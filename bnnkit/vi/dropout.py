@@ -55,7 +55,7 @@ from ..core.errors import (
     check_positive,
     resolve_batch_size,
 )
-from ..core.posterior import Posterior
+from ..core.posterior import Posterior, check_inputs
 from ..core.random import make_generator
 from ..core.samples import Samples
 from ..core.types import Kernel
@@ -252,6 +252,7 @@ class MCDropout:
         from ..core.driver import sample
         from ..data.minibatch import Minibatches
 
+        data = _as_data(model, data)
         module, lik, trained, scales = self._resolve(model, likelihood, data)
         net = copy.deepcopy(module)  # the trained copy: the caller's module is left alone
         layers = self._set_rates(net)
@@ -485,6 +486,7 @@ class MCDropoutResult:
     def outputs(self, inputs: Tensor, num_samples: int = 100, seed: int = 0) -> Tensor:
         """Network outputs ``[S, N, ...]`` of ``num_samples`` dropout draws (one mask per draw)."""
         check_int_at_least("num_samples", num_samples, 1)
+        inputs = check_inputs(self.module, inputs, _module_dtype(self.module))
         gen = make_generator(seed, 0)
         self.module.eval()
         with torch.no_grad(), _masks(_dropout_layers(self.module), gen, shared=True):
@@ -530,9 +532,32 @@ def _check_likelihood(lik: Likelihood) -> None:
         raise BnnkitError("MC dropout needs a fixed noise: use Gaussian(noise) with learn_noise=False.")
 
 
+def _module_dtype(module: nn.Module) -> torch.dtype:
+    p = next(module.parameters(), None)
+    return p.dtype if p is not None and p.is_floating_point() else torch.get_default_dtype()
+
+
+def _as_data(model: Any, data: Any) -> Any:
+    """``data`` (tensors, NumPy arrays or a ``DataLoader``) as a pair of tensors, inputs in the
+    network's dtype; anything else is left for the checks to refuse with their message."""
+    from ..data.coerce import as_pair, is_loader
+
+    if isinstance(model, Posterior):
+        return model.as_data(data)
+    if not (is_loader(data) or (isinstance(data, (tuple, list)) and len(data) == 2)):
+        return data
+    inputs, targets = as_pair(data)
+    if isinstance(model, nn.Module) and inputs.is_floating_point():
+        inputs = inputs.to(_module_dtype(model))
+    return inputs, targets
+
+
 def _check_data(module: nn.Module, lik: Likelihood, data: tuple[Tensor, Tensor]) -> None:
     if not (isinstance(data, (tuple, list)) and len(data) == 2):
-        raise BnnkitError("data must be a tuple (inputs, targets) of tensors.")
+        raise BnnkitError(
+            "data must be a tuple (inputs, targets) of tensors or NumPy arrays, or a torch DataLoader yielding "
+            f"(x, y) batches; got {type(data).__name__}."
+        )
     for name, t in zip(("inputs", "targets"), data):
         if not isinstance(t, Tensor) or t.ndim == 0 or t.shape[0] == 0:
             raise BnnkitError(f"{name} must be a non-empty torch.Tensor with one row per example.")

@@ -240,7 +240,7 @@ class DeepEnsemble:
         from ..core.driver import sample
         from ..data.minibatch import Minibatches
 
-        posterior.check_data(data)
+        data = posterior.as_data(data)
         if self.anchored:
             _check_anchorable(posterior)
         inputs, targets = data

@@ -197,7 +197,7 @@ class FBNN:
                 "FBNN needs a functional posterior (its GP prior and measurement points): build "
                 "bnnkit.functional.FunctionalPosterior(module, likelihood, gp, measurement, train_inputs)."
             )
-        posterior.check_data(data)
+        data = posterior.as_data(data)
         state, history = run_fit(
             self, posterior, data, seed, progress, output, None, HISTORY_FBNN, "the functional ELBO"
         )

@@ -40,7 +40,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..core.errors import BnnkitError, DivergenceError, check_int_at_least, check_positive, resolve_batch_size
+from ..core.errors import (
+    BnnkitError,
+    DivergenceError,
+    check_finite_rows,
+    check_int_at_least,
+    check_positive,
+    resolve_batch_size,
+)
+from ..core.posterior import check_inputs
 from ..core.random import make_generator
 from ..core.types import Batch, Kernel
 from ..likelihoods import Likelihood
@@ -467,14 +475,20 @@ def fit_bayesian_layers(
     per-epoch history ``loss`` (``-ELBO / N``), ``nll`` and ``kl``.
     """
     from ..core.driver import sample
+    from ..data.coerce import as_pair
     from ..data.minibatch import Minibatches
 
     algorithm = LayersELBO(
         lr=lr, num_epochs=num_epochs, batch_size=batch_size, num_mc=num_mc, lr_decay=lr_decay
     )
-    if not (isinstance(data, (tuple, list)) and len(data) == 2):
-        raise BnnkitError("data must be a tuple (inputs, targets) of tensors.")
-    inputs, targets = data
+    inputs, targets = as_pair(data)  # tensors, NumPy arrays or a DataLoader (all its rows)
+    p0 = next(module.parameters(), None)
+    if p0 is not None and p0.is_floating_point() and inputs.is_floating_point():
+        inputs = inputs.to(p0.dtype)
+    for name, t in (("inputs", inputs), ("targets", targets)):
+        if t.ndim == 0 or t.shape[0] == 0:
+            raise BnnkitError(f"{name} is empty (shape {tuple(t.shape)}); pass at least one row of data.")
+        check_finite_rows(name, t)
     n = int(inputs.shape[0])
     if targets.shape[0] != n:
         raise BnnkitError(f"inputs have {n} rows but targets have {targets.shape[0]}; they must match.")
@@ -538,6 +552,7 @@ def predict_bayesian_layers(
     """
     check_int_at_least("num_samples", num_samples, 1)
     layers = _require_layers(module, "predict_bayesian_layers")
+    inputs = check_inputs(module, inputs, layers[0].weight_mu.dtype)
     saved = [(layer.sample, layer.generator) for layer in layers]
     was_training = module.training
     gen = make_generator(seed, 0)

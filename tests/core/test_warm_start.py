@@ -108,3 +108,16 @@ def test_early_stopping_refuses_bad_fractions():
             map_init(post, (x, y), holdout=bad)
     with pytest.raises(BnnkitError, match="holds out no row"):
         map_init(post, (x, y), holdout=0.01)
+
+
+def test_map_init_takes_a_dataloader_and_numpy_arrays_as_the_tensors():
+    from torch.utils.data import DataLoader, TensorDataset
+
+    post = PROB.posterior()
+    ref = post.view.ravel(map_init(post, (PROB.X, PROB.y), steps=50, lr=0.05)(0, torch.Generator().manual_seed(2)))
+    loader = DataLoader(TensorDataset(PROB.X, PROB.y), batch_size=7, shuffle=False)
+    for data in (loader, (PROB.X.numpy(), PROB.y.numpy())):
+        x = post.view.ravel(map_init(post, data, steps=50, lr=0.05)(0, torch.Generator().manual_seed(2)))
+        assert torch.equal(x, ref)
+    with pytest.raises(BnnkitError, match="not a pair"):
+        map_init(post, DataLoader(TensorDataset(PROB.X), batch_size=7))
