@@ -4,9 +4,9 @@ Model: MLP 13-50-50-1 (tanh), Gaussian likelihood, minibatch 32, float32.  SGHMC
 weight prior; fSGHMC an RBF GP prior (fixed hyperparameters, no fit).  The plain step is a
 forward+backward of the same network on the minibatch (MSE loss), the floor of any sampler step.
 
-Measurement points: the UCI bench's default (``bnnkit.bench.uci._sg_setup``): every training
-input, fixed, when N <= 1000 (here N = 500: M = 500); else 1000 random training rows (N = 50,000:
-M = 1000).  Each fSGHMC variant is timed in two prior forms:
+Measurement points: the UCI bench's default (its SG cells' setup in ``bnnkit.bench.uci.inference``):
+every training input, fixed, when N <= 1000 (here N = 500: M = 500); else 1000 random training rows
+(N = 50,000: M = 1000).  Each fSGHMC variant is timed in two prior forms:
 
 - ``exact``: ``log N(f_M; 0, K)`` at those points (the paper's form): the network on M more rows
   each step, and for fresh points (N > 1000) an M x M kernel matrix and Cholesky factor each step;

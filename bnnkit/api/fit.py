@@ -81,22 +81,23 @@ def fit(
     if x.shape[0] < 2:
         raise BnnkitError(f"fit needs at least 2 rows of data, got {x.shape[0]}.")
     device, dtype = params[0].device, params[0].dtype
-    x = x.to(device=device, dtype=dtype)
-    kind = _kind(module, x, y, likelihood)
-    if kind == "regression":
-        if not y.is_floating_point():
-            y = y.to(dtype)
-        if y.ndim == 2 and y.shape[1] == 1:
-            y = y[:, 0]
-        y = y.to(device=device, dtype=dtype)
-    elif kind == "bernoulli":
-        y = y.to(device=device, dtype=dtype).reshape(-1)
-    else:
-        y = y.to(device=device).long().reshape(-1)
+    kind = _kind(module, x.to(device=device, dtype=dtype), y, likelihood)
+    if kind == "regression" and y.ndim == 2 and y.shape[1] == 1:
+        y = y[:, 0]
+    # the statistics and the standardisation in float64 from the data as given, then the
+    # module's dtype: the same numbers as the UCI loader's standardised splits
     scaling = Scaling.from_data(
         x, y, inputs=standardize and x.ndim == 2, targets=standardize and kind == "regression"
     )
-    xs, ys = scaling.inputs(x), scaling.targets(y)
+    xs = scaling.inputs(x if x.is_floating_point() else x.to(torch.float64)).to(device=device, dtype=dtype)
+    if kind == "regression":
+        ys = scaling.targets(y if y.is_floating_point() else y.to(torch.float64)).to(
+            device=device, dtype=dtype
+        )
+    elif kind == "bernoulli":
+        ys = y.to(device=device, dtype=dtype).reshape(-1)
+    else:
+        ys = y.to(device=device).long().reshape(-1)
     m = batch_size or DEFAULT_RECIPE.batch_size
     if not (isinstance(m, int) and m >= 1):
         raise BnnkitError(f"batch_size must be a positive integer, got {batch_size!r}.")

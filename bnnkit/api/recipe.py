@@ -5,9 +5,12 @@ K chains, each warm started by an early-stopped MAP phase, then preconditioned S
 2016) run as one vectorised computation until the chains agree in function space or the draw
 budget is spent:
 
-1. MAP: Adam (``map_lr``) from PyTorch's default initialisation drawn from the chain's generator,
-   on ``1 - map_holdout`` of the rows, scored on the rest once per epoch; the best iterate is kept
-   after ``map_patience`` scores without improvement (:func:`bnnkit.core.warm_start.map_init`).
+1. MAP: Adam (``map_lr``) from PyTorch's default initialisation, on ``1 - map_holdout`` of the
+   rows, scored on the rest once per epoch (at least every 100 steps); each chain keeps its best
+   iterate after ``map_patience`` scores without improvement.  The K chains' MAP phases run as one
+   vectorised computation (:func:`bnnkit.core.map_phase.map_phase`), chain ``c`` drawing its
+   start, held-out rows and minibatches from its own generator (seeded from ``(seed, c)``, apart
+   from the sampler's).
 2. pSGLD with the noise precision sampled with the weights::
 
        V_t = alpha V_{t-1} + (1 - alpha) g_t^2,        G_t = 1 / (sqrt(V_t) + delta)
@@ -41,6 +44,7 @@ class SamplerRecipe:
     map_lr: float = 1e-2
     map_holdout: float = 0.1
     map_patience: int = 20
+    vectorized_map: bool = True  # the K MAP phases as one computation (False: one chain at a time)
     step_size: float = 1e-3  # per datum: eps = step_size / N
     alpha: float = 0.99
     burn_in: int = 1000
@@ -80,23 +84,13 @@ def run_recipe(
     phase).  ``sampler="sghmc"`` runs scale-adapted SGHMC at step 3e-3 in place of pSGLD (the
     bench's protocol-4 sghmc, offered by :func:`bnnkit.fit` as ``method="sghmc"``)."""
     from ..core.driver import sample
-    from ..core.warm_start import map_init
     from ..data.minibatch import Minibatches
     from ..diagnostics import FunctionSpaceConvergence
     from ..sgmcmc import AdaptiveSGHMC, PreconditionedSGLD
 
     n = int(x.shape[0])
     m = min(batch_size or recipe.batch_size, n)
-    init = map_init(
-        posterior,
-        (x, y),
-        steps=recipe.map_max_steps,
-        lr=recipe.map_lr,
-        batch_size=m,
-        start="fan_in",
-        holdout=recipe.map_holdout,
-        patience=recipe.map_patience,
-    )
+    init, map_steps = _warm_starts(recipe, posterior, x, y, m, seed)
     if sampler == "psgld":
         algorithm: Any = PreconditionedSGLD(recipe.step_size / n, alpha=recipe.alpha)
     else:
@@ -122,6 +116,53 @@ def run_recipe(
         progress=progress,
         output=output,
     )
-    map_steps = [list(v) for _, v in sorted(getattr(init, "map_steps", {}).items())]
     s.config["convergence"] = {**rule.last, "stopped": s.config.get("stopped"), "map_steps": map_steps}
     return s
+
+
+MAP_CHAINS = 1 << 24  # the MAP phase of chain c draws from generator (seed, MAP_CHAINS + c)
+
+
+def _warm_starts(recipe: SamplerRecipe, posterior: Any, x: Tensor, y: Tensor, m: int, seed: int):
+    """The ``init`` of the chains (each at its MAP phase's best iterate) and each chain's
+    ``[best step, steps run]``."""
+    from ..core.map_phase import map_phase
+    from ..core.random import make_generator
+    from ..core.warm_start import fan_in_position, map_init
+
+    if not recipe.vectorized_map:
+        init = map_init(
+            posterior,
+            (x, y),
+            steps=recipe.map_max_steps,
+            lr=recipe.map_lr,
+            batch_size=m,
+            start="fan_in",
+            holdout=recipe.map_holdout,
+            patience=recipe.map_patience,
+        )
+        return init, init.map_steps  # filled as the driver calls it
+    gens = [make_generator(seed, MAP_CHAINS + c, x.device) for c in range(recipe.chains)]
+    x0 = torch.stack([fan_in_position(posterior, g) for g in gens])
+    best, steps = map_phase(
+        posterior,
+        x,
+        y,
+        x0,
+        gens,
+        steps=recipe.map_max_steps,
+        lr=recipe.map_lr,
+        batch_size=m,
+        holdout=recipe.map_holdout,
+        patience=recipe.map_patience,
+    )
+    if not torch.isfinite(best).all():
+        from ..core.errors import BnnkitError
+
+        raise BnnkitError("the MAP phase diverged; lower the recipe's map_lr (e.g. by 10x).")
+
+    def init(chain: int, gen: torch.Generator) -> dict[str, Tensor]:
+        return posterior.view.unravel(best[chain])
+
+    init.__name__ = f"map_phase(seed={seed}, chains={recipe.chains})"
+    return init, {c: s for c, s in enumerate(steps)}

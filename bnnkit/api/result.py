@@ -98,25 +98,28 @@ class Fit:
 
     # ------------------------------------------------------------------ predictive
     def _inputs(self, x: Any) -> Tensor:
-        view = self.posterior.view
-        t = as_tensor(x, "inputs", dtype=view.dtype)
+        """``x`` checked, standardised as the training inputs were (in float64, from the precision
+        given), on the module's device and in its dtype."""
+        t = as_tensor(x, "inputs")
         if not t.is_floating_point():
-            t = t.to(view.dtype)
-        if t.ndim == 1 and self.scaling.x_mean is not None and self.scaling.x_mean.numel() == 1:
+            t = t.to(torch.float64)
+        width = None if self.scaling.x_mean is None else self.scaling.x_mean.numel()
+        if t.ndim == 1 and width == 1:
             t = t.reshape(-1, 1)  # one feature given as a vector
-        if self.scaling.x_mean is not None and (t.ndim != 2 or t.shape[1] != self.scaling.x_mean.numel()):
+        if width is not None and (t.ndim != 2 or t.shape[1] != width):
             raise BnnkitError(
-                f"the posterior was fitted on inputs with {self.scaling.x_mean.numel()} features (shape "
-                f"[N, {self.scaling.x_mean.numel()}]); got shape {tuple(t.shape)}."
+                f"the posterior was fitted on inputs with {width} features (shape [N, {width}]); got shape "
+                f"{tuple(t.shape)}."
             )
-        bad = ~torch.isfinite(t.reshape(t.shape[0], -1)).all(1) if t.ndim > 0 else None
-        if bad is not None and bool(bad.any()):
-            rows = bad.nonzero().flatten()[:5].tolist()
-            raise BnnkitError(
-                f"inputs hold NaN or infinite values in {int(bad.sum())} row(s), e.g. rows {rows}."
-            )
+        if t.ndim > 0 and t.shape[0] > 0:
+            bad = ~torch.isfinite(t.reshape(t.shape[0], -1)).all(1)
+            if bool(bad.any()):
+                rows = bad.nonzero().flatten()[:5].tolist()
+                raise BnnkitError(
+                    f"inputs hold NaN or infinite values in {int(bad.sum())} row(s), e.g. rows {rows}."
+                )
         device = next(iter(self.posterior.module.parameters())).device
-        return self.scaling.inputs(t.to(device))
+        return self.scaling.inputs(t.to(device)).to(self.posterior.view.dtype)
 
     def predict(self, x: Any) -> RegressionPrediction | ClassificationPrediction:
         """The posterior predictive at inputs ``x`` (tensor or array, in the units of the data the
@@ -316,28 +319,29 @@ def diagnose(method: str, chains: bool, posterior: Posterior, draws: Samples | N
             "ess": None,
             "verdict": "Gaussian (Laplace) approximation with the linearised predictive: no draws to diagnose.",
         }
+    pos = draws.positions
+    stop = (draws.config or {}).get("convergence", {}).get("stopped") or (draws.config or {}).get("stopped")
+    if not chains:  # independent draws (VI, ensembles): nothing to compare, every draw counts
+        n = int(pos.shape[0] * pos.shape[1])
+        return {
+            "rhat": None,
+            "ess": float(n),
+            "draws": n,
+            "verdict": f"{n} independent draws ({method}): no chains to compare, ESS {n} by construction.",
+        }
     from ..diagnostics import FunctionSpaceConvergence
 
     rule = FunctionSpaceConvergence(posterior, check_x, min_draws=4)
-    pos = draws.positions
-    if not chains:  # independent draws: one 'chain' of them, split in two by split R-hat
-        pos = pos.reshape(1, -1, pos.shape[-1])
     f = rule._outputs(pos.to(check_x.device))  # [K, S, P]
     k, s = f.shape[:2]
     if s < 4:
         r, e = float("nan"), float(k * s)
     else:
         r, e = float(rhat_of(f).max()), float(ess_of(f).min())
-    trace = _rhat_trace(f) if chains and s >= 8 else None
+    trace = _rhat_trace(f) if s >= 8 else None
     out: dict[str, Any] = {"rhat": r, "ess": e, "chains": k, "draws_per_chain": s}
-    stop = (draws.config or {}).get("convergence", {}).get("stopped") or (draws.config or {}).get("stopped")
     if stop:
         out["stopped"] = stop if isinstance(stop, str) else stop.get("reason", str(stop))
-    if not chains:
-        out["verdict"] = (
-            f"{k * s} independent draws ({method}): no chains to compare; function-space ESS {e:.0f}."
-        )
-        return out
     ok = r <= RHAT_OK and e >= ESS_OK
     what = f"function-space R-hat {r:.3f} ({'<=' if r <= RHAT_OK else '>'} {RHAT_OK}), ESS {e:.0f} ({'>=' if e >= ESS_OK else '<'} {ESS_OK:.0f}), {k} chains x {s} draws"
     if ok:

@@ -27,27 +27,29 @@ class Scaling:
 
     @staticmethod
     def from_data(x: Tensor, y: Tensor, inputs: bool, targets: bool) -> Scaling:
+        """Training statistics in float64, by the UCI loader's rule: mean and population sd of each
+        column; a constant column gets its value as mean and sd 1 (it standardises to 0)."""
         xm = xs = None
         if inputs:
-            xm = x.mean(0)
-            # a constant column has sd 0: leave it unscaled rather than divide by zero
-            xs = torch.where(x.std(0) > 0, x.std(0), torch.ones_like(xm))
+            xm, xs = _column_stats(x.double())
         ym = ys = None
         if targets:
-            ym = float(y.double().mean())
-            ys = float(y.double().std()) if y.numel() > 1 else 1.0
-            ys = ys if ys > 0 else 1.0
+            m, s = _column_stats(y.double().reshape(-1, 1))
+            ym, ys = float(m[0]), float(s[0])
         return Scaling(xm, xs, ym, ys)
 
     def inputs(self, x: Tensor) -> Tensor:
+        """Standardised inputs, computed in float64 and returned in ``x``'s dtype."""
         if self.x_mean is None:
             return x
-        return (x - self.x_mean.to(x)) / self.x_std.to(x)
+        dtype = x.dtype if x.is_floating_point() else torch.get_default_dtype()
+        return ((x.double() - self.x_mean.to(x.device)) / self.x_std.to(x.device)).to(dtype)
 
     def targets(self, y: Tensor) -> Tensor:
         if self.y_mean is None:
             return y
-        return (y - self.y_mean) / self.y_std
+        dtype = y.dtype if y.is_floating_point() else torch.get_default_dtype()
+        return ((y.double() - self.y_mean) / self.y_std).to(dtype)
 
     def outputs(self, f: Tensor) -> Tensor:
         """Standardised predictions back in the target's units."""
@@ -68,3 +70,12 @@ class Scaling:
     @staticmethod
     def from_state_dict(state: dict) -> Scaling:
         return Scaling(state.get("x_mean"), state.get("x_std"), state.get("y_mean"), state.get("y_std"))
+
+
+def _column_stats(v: Tensor) -> tuple[Tensor, Tensor]:
+    mean = v.mean(0)
+    std = v.std(0, correction=0)
+    constant = (v == v[:1]).all(0)
+    mean = torch.where(constant, v[0], mean)
+    std = torch.where(constant | (std == 0), torch.ones_like(std), std)
+    return mean, std

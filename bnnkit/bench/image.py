@@ -243,6 +243,9 @@ def _fit_gp(x: torch.Tensor, y: torch.Tensor, cfg: dict, seed: int):
     return gp, fitted
 
 
+fit_gp = _fit_gp  # the public name (experiments/ and benchmarks/ use it)
+
+
 def _draws(method, x, y, cfg, seed, progress, gp, model="cnn", width=None):
     from ..functional import FunctionalPosterior, MeasurementPoints
     from ..vi import FBNN, BayesByBackprop, DeepEnsemble, MCDropout

@@ -413,6 +413,49 @@ class Laplace:
             return predict(self.posterior, self.sample(num_samples, seed), inputs)
         raise BnnkitError(f"method must be 'glm' or 'sample', got {method!r}.")
 
+    # ------------------------------------------------------------------ saving
+    def state_dict(self) -> dict:
+        """The fitted approximation as tensors, numbers and strings: what :meth:`from_state_dict`
+        needs to predict and draw exactly as this one does (``bnnkit.fit(..., method="laplace")``'s
+        ``save``).  The training data are not kept (the marginal likelihood needs them again)."""
+        from .structures import structure_state
+
+        self._check_fitted()
+        return {
+            "structure_name": self.structure_name,
+            "curvature": self.curvature,
+            "rank": self.rank,
+            "batch_size": self.batch_size,
+            "subset": list(self.subset),
+            "b": self._b,
+            "log_m": self._log_m,
+            "log_tau": self._log_tau,
+            "map_params": dict(self.map_params),
+            "theta": self._theta,
+            "scale_data": float(self._scale_data),
+            "structure": structure_state(self._structure),
+        }
+
+    @classmethod
+    def from_state_dict(cls, posterior: Posterior, state: dict) -> Laplace:
+        """A fitted :class:`Laplace` of ``posterior`` (the same layout as the one saved) from
+        :meth:`state_dict`."""
+        from .structures import structure_from_state
+
+        la = cls(
+            posterior,
+            subset=list(state["subset"]),
+            structure=state["structure_name"],
+            curvature=state["curvature"],
+            rank=state["rank"],
+            batch_size=state["batch_size"],
+        )
+        la._b, la._log_m, la._log_tau = state["b"], state["log_m"], state["log_tau"]
+        la.map_params = dict(state["map_params"])
+        la._theta, la._scale_data = state["theta"], state["scale_data"]
+        la._structure = structure_from_state(state["structure"])
+        return la
+
     def config(self) -> dict:
         return {
             "algorithm": "Laplace",

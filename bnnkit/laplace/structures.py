@@ -187,3 +187,34 @@ class Kron(Structure):
             i = bl.idx
             cov[i[:, None], i[None, :]] = (q / lam) @ q.T
         return cov
+
+
+def structure_state(st: Structure) -> dict:
+    """A structure's tensors and sizes (tensors, numbers and strings only: a safe
+    ``torch.load(weights_only=True)``); :func:`structure_from_state` rebuilds it."""
+    if isinstance(st, Diagonal):
+        return {"kind": "diag", "h": st.h, "b": st.b}
+    if isinstance(st, Eigen):
+        return {"kind": "eigen", "U": st.U, "e": st.e, "b": st.b, "name": st.name}
+    if isinstance(st, Kron):
+        blocks = [
+            {k: v for k, v in vars(bl).items() if v is not None} | {"has_a": bl.a is not None} for bl in st.blocks
+        ]
+        return {"kind": "kron", "P": st.P, "blocks": blocks}
+    raise TypeError(f"no saved form for the structure {type(st).__name__}")
+
+
+def structure_from_state(state: dict) -> Structure:
+    kind = state["kind"]
+    if kind == "diag":
+        return Diagonal(state["h"], state["b"])
+    if kind == "eigen":
+        return Eigen(state["U"], state["e"], state["b"], state["name"])
+    blocks = []
+    for b in state["blocks"]:
+        fields = {k: v for k, v in b.items() if k != "has_a"}
+        fields.setdefault("qa", None)
+        fields.setdefault("a", None)
+        blocks.append(KronBlock(**fields))
+    return Kron(blocks, state["P"])
+

@@ -77,10 +77,10 @@ def test_the_default_run_reports_its_diagnostics_and_warns_when_chains_disagree(
     assert len(d["rhat_trace"]["draws"]) == len(d["rhat_trace"]["rhat"]) >= 2
 
 
-@pytest.mark.parametrize("method", ["default", "mcdropout", "ensemble", "bbb"])
+@pytest.mark.parametrize("method", ["default", "laplace", "mcdropout", "ensemble", "bbb"])
 def test_save_then_load_predicts_identically(tmp_path, method):
     x, y = _data()
-    opts = {"noise": 0.2} if method in ("mcdropout", "ensemble", "bbb") else {}
+    opts = {"noise": 0.2} if method in ("laplace", "mcdropout", "ensemble", "bbb") else {}
     f = _fit((x, y), method=method, **opts)
     f.save(tmp_path / "fit.pt")
     g = bnnkit.load(tmp_path / "fit.pt", _net())

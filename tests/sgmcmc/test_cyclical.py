@@ -44,7 +44,7 @@ def test_cyclical_samplers_match_the_posterior_within_stated_error(alg):
 
 
 def test_cyclical_psgld_in_vectorised_chains_matches_the_posterior():
-    """pSGLD on a cosine cycle (benchmarks/uci_cyclical_rhat.py's sampler), 2 vectorised chains:
+    """pSGLD on a cosine cycle (experiments/uci_cyclical_rhat.py's sampler), 2 vectorised chains:
     draws from the sampling stage only, posterior moments within the stated error."""
     from bnnkit.sgmcmc import PreconditionedSGLD
 

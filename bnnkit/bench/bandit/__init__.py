@@ -58,7 +58,7 @@ Agent (bnnkit's choices where the paper is silent; the report lists every value 
   above) makes the weight term sgld's weight prior instead (``prior_scales``: 0.2 on the first
   layer, 0.1 on the others), so the fSG agents' target is sgld's times the GP term (fbnn's ELBO
   has no weight term and is unchanged by it).  The
-  diagnosis in ``docs/bandit_results.md`` (``benchmarks/bandit_probe.py``): the GP term is weak
+  diagnosis in ``docs/bandit_results.md`` (``experiments/bandit_probe.py``): the GP term is weak
   against the data (its gradient 1/8-1/65 of the likelihood's, and switching it off by an
   outputscale of 100 leaves the regret unchanged), so the weight term decides how the fSG agents
   explore, and the isotropic 0.2 one lets them eat more poisonous mushrooms than sgld.

@@ -47,6 +47,9 @@ def _both_actions(contexts: Tensor) -> Tensor:
     return torch.cat([torch.cat([contexts, eat], 1), torch.cat([contexts, rej], 1)])
 
 
+both_actions = _both_actions  # the public name (experiments/ and benchmarks/ use it)
+
+
 def attribute_blocks(contexts: Tensor) -> list[tuple[int, int]]:
     """Column ranges ``[start, stop)`` of the one-hot attribute blocks (each row has one 1 per block)."""
     blocks, start, partial = [], 0, torch.zeros(contexts.shape[0])
@@ -367,3 +370,6 @@ def _make_agent(method: str, d: int, cfg: dict, seed: int, blocks: list[tuple[in
             return _FBNNAgent(post, cfg)
         return _sg_agent(method, post, cfg, cfg["fsgld_lr"], cfg["fsgld_max_step"])
     raise BnnkitError(f"unknown method {method!r}; choose from {', '.join(METHODS)}.")
+
+
+make_agent = _make_agent  # the public name (experiments/ and benchmarks/ use it)

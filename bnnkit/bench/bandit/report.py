@@ -23,6 +23,9 @@ def _curve_index(steps: int, points: int) -> list[int]:
     return sorted({max(1, round(steps * (j + 1) / k)) for j in range(k)})
 
 
+curve_index = _curve_index  # the public name (experiments/ and benchmarks/ use it)
+
+
 def _mean_sd(values: Sequence[float]) -> tuple[float, float | None]:
     """Mean and sample standard deviation (None for a single value: JSON has no NaN)."""
     n = len(values)
@@ -207,3 +210,6 @@ def _plot(path: Path, p: float, curves: dict[str, list[list[float]]], grid: list
     fig.tight_layout(rect=(0, 0.02, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+plot_regret_curves = _plot  # the public name (experiments/ and benchmarks/ use it)

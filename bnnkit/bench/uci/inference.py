@@ -59,7 +59,7 @@ def _sampler_posterior(
     fitted GP prior at the measurement points: all training inputs up to
     ``cfg["measurement_points"]`` of them (the paper's UCI protocol), else that many drawn per step;
     ``vecchia``: the GP prior in its Vecchia form; ``noise``: the noise sd held fixed at that
-    value instead of sampled (``benchmarks/uci_cyclical_rhat.py --fixed-noise``)."""
+    value instead of sampled (``experiments/uci_cyclical_rhat.py --fixed-noise``)."""
     from ...functional import FunctionalPosterior, MeasurementPoints, Vecchia
 
     n, d = x.shape
@@ -167,7 +167,7 @@ def _choose_step(rows: Sequence[dict[str, Any]]) -> float:
 def map_warm_start(post: Any, x: torch.Tensor, y: torch.Tensor, cfg: dict, functional: bool) -> Any:
     """The ``adaptive`` table's per-chain MAP warm starts (``map_init`` with the table's settings):
     Adam from PyTorch's default initialisation, stopped early on a held-out share of the rows.
-    Also used by ``benchmarks/uci_cyclical_rhat.py``."""
+    Also used by ``experiments/uci_cyclical_rhat.py``."""
     from ...core.warm_start import map_init
 
     c = cfg["adaptive"]
@@ -269,7 +269,7 @@ def kept_rung(rungs: Sequence[Mapping[str, Any]], rhat: float) -> int:
     """The index of the rung a ladder (csgld's peaks, sghmc's peak and window pairs) keeps: the first
     whose R-hat is at most ``rhat``, else (none converged) the one whose chains came closest, by
     R-hat, not by test labels.  Also used
-    by ``benchmarks/uci_ladder_cells.py`` to check cells written by an earlier form of the rule."""
+    by ``experiments/uci_ladder_cells.py`` to check cells written by an earlier form of the rule."""
     for i, r in enumerate(rungs):
         if r.get("rhat", math.inf) <= rhat:
             return i
@@ -544,3 +544,8 @@ def _run_method_seeded(method: str, data: Any, cfg: dict, noise: float, gp: Any,
         la.optimize_marglik()
         return la.posterior, la  # the posterior with the tuned noise and prior
     raise BnnkitError(f"unknown method {method!r}; choose from {', '.join(METHODS)}.")
+
+
+# public names for the experiment scripts (experiments/) that run one method's cell
+run_method = _run_method
+sampler_posterior = _sampler_posterior

@@ -145,7 +145,7 @@ VI_METHODS = methods_of("vi")  # bbb, fbnn, mcdropout, ensemble
 # the function-space R-hat and ESS of its chains at the test inputs as the adaptive cells do.  7: a
 # new method, csgld (cyclical pSGLD from the same MAP warm starts, the ``cyclical_*`` fields of the
 # ``adaptive`` table); every other method's cells are protocol 6's.  8 is not a stock protocol: it
-# is :data:`GIBBS_CSGLD_VERSION`, the experiment of benchmarks/uci_csgld_gibbs.py (csgld with Gibbs
+# is :data:`GIBBS_CSGLD_VERSION`, the experiment of experiments/uci_csgld_gibbs.py (csgld with Gibbs
 # draws of the noise precision), whose cells carry it; it did better on NLL on yacht and energy and
 # worse on R-hat, RMSE and Boston's NLL, so the stock csgld stays protocol 7's.  9: csgld climbs a
 # ladder of peaks (``cyclical_ladder``, 0.02 -> 0.05 -> 0.1) and keeps the first whose chains agree,
@@ -157,7 +157,7 @@ VI_METHODS = methods_of("vi")  # bbb, fbnn, mcdropout, ensemble
 # other method's cells are protocol 9's.
 PROTOCOL = 10
 GIBBS_CSGLD_VERSION = 8
-# The experiment of benchmarks/uci_fit_rungs.py, not a stock protocol: protocol 10 with sghmc running
+# The experiment of experiments/uci_fit_rungs.py, not a stock protocol: protocol 10 with sghmc running
 # every rung of its ladder, recording how each fits, and keeping among the rungs whose chains agree the
 # one that fits the training rows best (:func:`fit_rungs_protocol`), because the first converged rung
 # fit badly on some splits (Boston 7 and 8: test NLL 2.55 and 3.28 against a median of 2.23).  On
@@ -506,7 +506,7 @@ def stock_protocol(quick: bool, version: int = PROTOCOL) -> UCIProtocol:
 def gibbs_csgld_protocol(quick: bool = False, every: int | None = None) -> UCIProtocol:
     """The stock protocol with csgld drawing the noise precision by Gibbs every ``every`` steps
     (default 50; 5 with ``quick``), under version :data:`GIBBS_CSGLD_VERSION`: the experiment of
-    ``benchmarks/uci_csgld_gibbs.py`` (docs/uci_results.md, "csgld with Gibbs noise draws")."""
+    ``experiments/uci_csgld_gibbs.py`` (docs/uci_results.md, "csgld with Gibbs noise draws")."""
     stock = stock_protocol(quick, 7)  # the experiment ran protocol 7's csgld (one peak)
     k = every if every is not None else (5 if quick else 50)
     return stock.replace(
@@ -519,7 +519,7 @@ def fit_rungs_protocol(quick: bool = False) -> UCIProtocol:
     version :data:`FIT_RUNGS_VERSION`: every rung of ``cyclical_sghmc_ladder`` runs and records its
     fit, and the cell keeps the converged rung (R-hat <= ``rhat``) of highest in-sample log
     pointwise predictive density on the training rows (no test labels); none converged: the
-    lowest R-hat, as protocol 10.  The experiment of ``benchmarks/uci_fit_rungs.py``; it costs every
+    lowest R-hat, as protocol 10.  The experiment of ``experiments/uci_fit_rungs.py``; it costs every
     rung of the ladder.  (PSIS-LOO, recorded per rung too, is not the rule: on yacht its Pareto k is
     above 0.7 on most rows.)"""
     stock = stock_protocol(quick)

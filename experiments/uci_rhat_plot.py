@@ -7,7 +7,7 @@ and draws one panel per data set: each cell's R-hat
 (maximum over the first 100 test inputs) against its test NLL in original units, with the 1.1
 line.  Used for docs/uci_results.md, "Protocol 10"::
 
-    python -m benchmarks.uci_rhat_plot docs/results/uci/*.jsonl docs/results/uci_experiments/csgld_gibbs.jsonl \\
+    python -m experiments.uci_rhat_plot docs/results/uci/*.jsonl docs/results/uci_experiments/csgld_gibbs.jsonl \\
         --out docs/img/uci_rhat_nll.png
 """
 

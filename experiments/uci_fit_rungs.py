@@ -10,8 +10,8 @@ in-sample log pointwise predictive density (:func:`bnnkit.bench.uci.fit_rungs_pr
 11). PSIS-LOO is not the rule: on yacht its Pareto k was above 0.7 on most rows. The
 cells are written and read as the bench's are::
 
-    python -m benchmarks.uci_fit_rungs --datasets boston,yacht --splits 10 --data ../shared/data --out OUT
-    python -m benchmarks.uci_fit_rungs --datasets boston,yacht --splits 10 --from-cells OUT/uci_cells.jsonl --out OUT
+    python -m experiments.uci_fit_rungs --datasets boston,yacht --splits 10 --data ../shared/data --out OUT
+    python -m experiments.uci_fit_rungs --datasets boston,yacht --splits 10 --from-cells OUT/uci_cells.jsonl --out OUT
 
 ``--compare CELLS`` runs nothing: from the cells' per-rung records it prints, per set, the test
 RMSE / NLL each rule's rung gives (``first``: protocol 10's first converged rung; ``lppd``: this
@@ -28,10 +28,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks._uci_experiment import experiment_parser, run_experiment
 from bnnkit.bench.uci import fit_rungs_protocol
 from bnnkit.bench.uci.inference import fit_rung, kept_rung
-from bnnkit.bench.uci.report import _mean_se
+from bnnkit.bench.uci.report import mean_se
+from experiments._uci_experiment import experiment_parser, run_experiment
 
 RHAT = fit_rungs_protocol().config()["adaptive"]["rhat"]  # the cells' own threshold (1.1)
 # "reliable LOO": PSIS-LOO only where its estimate holds (Pareto k > 0.7 on at most this share of the
@@ -86,8 +86,8 @@ def compare(cells_path: Path, p10_dir: Path, root: str | None, splits: set[int] 
         firsts = [c["ladder"][kept_rung(c["ladder"], RHAT)] for c in mine]
         for name, rule in RULES.items():
             kept = [c["ladder"][rule(c["ladder"], rows[(ds, c["split"])])] for c in mine]
-            rm, rse = _mean_se([r["test_rmse"] for r in kept])
-            nm, nse = _mean_se([r["test_nll"] for r in kept])
+            rm, rse = mean_se([r["test_rmse"] for r in kept])
+            nm, nse = mean_se([r["test_nll"] for r in kept])
             moved = sum(r is not f for r, f in zip(kept, firsts))
             lines.append(f"| {ds} | {len(mine)} | {name} | {rm:.3f} +- {rse:.3f} | {nm:.3f} +- {nse:.3f} | {moved} |")
         for c, first in zip(mine, firsts):  # the first rule must reproduce protocol 10's cell of the split

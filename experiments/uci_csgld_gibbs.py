@@ -8,14 +8,14 @@ draw of the precision from its Gamma conditional every 50 steps
 vectorised target has no conjugate updates), spend the whole budget, and the function-space R-hat
 and ESS are measured at the end. The cells are written and read as the bench's are::
 
-    python -m benchmarks.uci_csgld_gibbs --datasets boston,yacht --splits 10 --data ../shared/data --out OUT
-    python -m benchmarks.uci_csgld_gibbs --datasets boston,yacht --splits 10 --from-cells OUT/uci_cells.jsonl --out OUT
+    python -m experiments.uci_csgld_gibbs --datasets boston,yacht --splits 10 --data ../shared/data --out OUT
+    python -m experiments.uci_csgld_gibbs --datasets boston,yacht --splits 10 --from-cells OUT/uci_cells.jsonl --out OUT
 """
 
 from __future__ import annotations
 
-from benchmarks._uci_experiment import experiment_parser, run_experiment
 from bnnkit.bench.uci import gibbs_csgld_protocol
+from experiments._uci_experiment import experiment_parser, run_experiment
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ noise), in original units, so a functional cell can be read against its own prio
 where the GP alone is behind a weight-space method, the prior's function class is part of the gap;
 where the functional cell is behind the GP, the sampler or the network is.
 
-Run:  python -m benchmarks.uci_gp_regression --datasets concrete,boston,energy,yacht --splits 10 \
+Run:  python -m experiments.uci_gp_regression --datasets concrete,boston,energy,yacht --splits 10 \
         --data ../shared/data --out docs/results/uci_gp_regression.json
 """
 
@@ -44,18 +44,18 @@ def main() -> None:
     ap.add_argument("--datasets", default="concrete,boston,energy,yacht")
     ap.add_argument("--splits", type=int, default=10)
     ap.add_argument("--data", default=None, help="data directory (default: BNNKIT_DATA)")
-    ap.add_argument("--out", default="benchmarks/results/uci_gp_regression.json")
+    ap.add_argument("--out", default="docs/results/uci_gp_regression.json")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    cfg = runner._config(None, False, True)
+    cfg = runner.bench_config(None, False, True)
     cells, summary = [], {}
     for ds in args.datasets.split(","):
-        src = runner._folder_source(ds, args.data)
+        src = runner.folder_source(ds, args.data)
         rows = []
         for split in range(min(args.splits, src.num_splits())):
             data = src.load(split)
             gp = GPPrior("rbf", input_dim=data.x_train.shape[1], jitter=1e-4)
-            fitted = runner._fit_split_gp(gp, data, cfg, split)  # the bench's fit (seed 0 + split)
+            fitted = runner.fit_split_gp(gp, data, cfg, split)  # the bench's fit (seed 0 + split)
             mean, var = gp_predict(gp, fitted["noise_variance"], data.x_train, data.y_train, data.x_test)
             err = data.unnormalise_y(mean.float()) - data.unnormalise_y(data.y_test)
             lp = torch.distributions.Normal(mean, var.sqrt()).log_prob(data.y_test.double()).float()

@@ -23,7 +23,7 @@ test inputs' predictive means; ArviZ rank-normalised split R-hat) for runs of se
 the seconds, and the test NLL of the predictive built from the first k draws of every chain as k
 grows (the NLL-against-steps curve).  Writes JSON, a Markdown table and a PNG.
 
-Run:  python -m benchmarks.sgmcmc_diagnosis [--datasets boston] [--quick] [--out docs/results/diagnosis]
+Run:  python -m experiments.sgmcmc_diagnosis [--datasets boston] [--quick] [--out docs/results/diagnosis]
 """
 
 from __future__ import annotations
@@ -264,7 +264,7 @@ def main() -> None:
             rec.update(
                 dataset=data.name,
                 split=args.split,
-                command="python -m benchmarks.sgmcmc_diagnosis "
+                command="python -m experiments.sgmcmc_diagnosis "
                 + " ".join(f"--{k} {getattr(args, k)}" for k in ("datasets", "split", "hidden", "seed"))
                 + (" --quick" if args.quick else ""),
             )

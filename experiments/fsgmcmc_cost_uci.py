@@ -5,8 +5,8 @@ size (through the bench's default-step hook), seed = split, full protocol otherw
 in the same process.  The bench module is not edited: ``FunctionalPosterior`` is replaced, in
 ``bnnkit.functional``, by a subclass whose ``prior_form`` defaults to ``Vecchia()``.
 
-Run:  python -m benchmarks.fsgmcmc_cost_uci kin8nm kin8nm 0 10
-      python -m benchmarks.fsgmcmc_cost_uci protein protein 0 5
+Run:  python -m experiments.fsgmcmc_cost_uci kin8nm kin8nm 0 10
+      python -m experiments.fsgmcmc_cost_uci protein protein 0 5
 (dataset name, cells file docs/results/uci/<file>.jsonl, first split, end split); one JSON line per split.
 """
 
@@ -21,7 +21,7 @@ import torch
 
 import bnnkit.bench.uci.inference as inference
 import bnnkit.functional as functional
-from bnnkit.bench.uci.runner import _config, _folder_source
+from bnnkit.bench.uci.runner import bench_config, folder_source
 from bnnkit.functional import GPPrior
 
 dataset, cells_file, first, end = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
@@ -32,8 +32,8 @@ for line in open(f"docs/results/uci/{cells_file}.jsonl"):
     if c["protocol"] == 3 and c["method"] in ("fsghmc", "sghmc"):
         cells[(c["split"], c["method"])] = c
 DATA = os.environ.get("BNNKIT_DATA", str(Path(__file__).resolve().parents[2] / "shared" / "data"))
-source = _folder_source(dataset, DATA)
-cfg = _config(None, False, False)
+source = folder_source(dataset, DATA)
+cfg = bench_config(None, False, False)
 Exact = functional.FunctionalPosterior
 
 
@@ -62,7 +62,7 @@ for split in range(first, end):
         step = cells[(split, method)]["step_size"]
         inference.default_step_size = lambda m, n, c, step=step: step
         t = time.perf_counter()
-        post, s = inference._run_method(method, data, cfg, noise, gp, split, False)
+        post, s = inference.run_method(method, data, cfg, noise, gp, split, False)
         seconds = time.perf_counter() - t
         pred = inference.predictive(post, s, data.x_test)
         out[method] = {

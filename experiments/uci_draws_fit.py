@@ -7,7 +7,7 @@ log-precision (standardised units: per chain the median, over all draws min / me
 Written for docs/uci_results.md, "Protocol 7": on the smooth sets cyclical pSGLD's chains agree
 in function space but underfit, and this measures by how much::
 
-    python -m benchmarks.uci_draws_fit --dataset yacht --split 0 --data ../shared/data
+    python -m experiments.uci_draws_fit --dataset yacht --split 0 --data ../shared/data
 """
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ import json
 
 import torch
 
-from bnnkit.bench.uci.inference import _run_method, predictive
-from bnnkit.bench.uci.runner import _config
+from bnnkit.bench.uci.inference import predictive, run_method
+from bnnkit.bench.uci.runner import bench_config
 from bnnkit.data import load_uci
 from bnnkit.predict.metrics import rmse
 
 
 def fit_of(method: str, data, cfg: dict, seed: int) -> dict:
-    post, s = _run_method(method, data, cfg, None, None, seed, False)
+    post, s = run_method(method, data, cfg, None, None, seed, False)
     train = predictive(post, s, data.x_train)
     test = predictive(post, s, data.x_test)
     y = data.unnormalise_y
@@ -52,7 +52,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1)
     a = p.parse_args()
     torch.set_num_threads(a.threads)
-    cfg = _config(None, False, False)
+    cfg = bench_config(None, False, False)
     data = load_uci(a.dataset, a.split, root=a.data)
     for m in a.methods.split(","):
         print(json.dumps({"dataset": a.dataset, "split": a.split, **fit_of(m, data, cfg, a.split)}))

@@ -1,12 +1,12 @@
 """Prior predictive check of the image bench's GP priors on the 10 MNIST logits.
 
-Fits the two priors exactly as ``bnnkit bench image`` does (``_fit_gp``, seed 0: the same 1000
+Fits the two priors exactly as ``bnnkit bench image`` does (``fit_gp``, seed 0: the same 1000
 training images): ``"regression"`` (exact GP regression on one-hot targets) and ``"classification"``
 (Laplace evidence of the softmax GP classifier on 500 of them), draws logits from each at those
 1000 images, and plots the distribution of the softmax's max-probability and entropy per draw and
 image, with the classification evidence over its grid.  Writes the PNG and a JSON summary.
 
-    python -m benchmarks.prior_predictive --data /work/shared/data --threads 1 \\
+    python -m experiments.prior_predictive --data /work/shared/data --threads 1 \\
         --png docs/img/prior_predictive_mnist.png --json docs/results/image/prior_predictive_mnist.json
 """
 
@@ -31,19 +31,19 @@ def main(argv: list[str] | None = None) -> dict:
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
 
-    from bnnkit.bench.image import DEFAULTS, _fit_gp
+    from bnnkit.bench.image import DEFAULTS, fit_gp
     from bnnkit.data.mnist import load_mnist
     from bnnkit.functional import laplace_evidence, prior_predictive
 
     x, y = load_mnist(args.data, train=True)
-    g = torch.Generator().manual_seed(0)  # the rows _fit_gp uses with seed 0
+    g = torch.Generator().manual_seed(0)  # the rows fit_gp uses with seed 0
     idx = torch.randperm(x.shape[0], generator=g)[: DEFAULTS["gp_rows"]]
     flat, labels = x[idx].reshape(len(idx), -1), y[idx]
     summary: dict = {"images": len(idx), "draws": args.draws, "priors": {}}
     results = {}
     for how in ("regression", "classification"):
         t0 = time.perf_counter()
-        gp, fitted = _fit_gp(x, y, {**DEFAULTS, "gp_fit": how}, seed=0)
+        gp, fitted = fit_gp(x, y, {**DEFAULTS, "gp_fit": how}, seed=0)
         seconds = time.perf_counter() - t0
         pp = prior_predictive(gp, flat, 10, num_draws=args.draws, generator=torch.Generator().manual_seed(1))
         # the Laplace classification evidence of this prior on the classification fit's 500 rows

@@ -29,9 +29,9 @@ functional SG-MCMC, which the bench does not run).
 Each setting is one line of JSON (test RMSE / NLL in original units, R-hat, ESS, seconds) appended
 to ``--out``.  Example (docs/sgmcmc_diagnosis.md, "Function-space R-hat: what it takes")::
 
-    python -m benchmarks.uci_cyclical_rhat --dataset boston --split 0 --peak 5e-2 --cycle 2000 \\
+    python -m experiments.uci_cyclical_rhat --dataset boston --split 0 --peak 5e-2 --cycle 2000 \\
         --exploration 0.9 --draws 160 --thin 50 --data ../shared/data --out runs.jsonl
-    python -m benchmarks.uci_cyclical_rhat --out runs.jsonl --plot cyclical_rhat.png
+    python -m experiments.uci_cyclical_rhat --out runs.jsonl --plot cyclical_rhat.png
 """
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ from pathlib import Path
 import torch
 
 from bnnkit import sample
-from bnnkit.bench.uci.inference import _sampler_posterior, map_warm_start, predictive, test_scores
-from bnnkit.bench.uci.runner import _config, _fit_split_gp, _gp_noise_sd
+from bnnkit.bench.uci.inference import map_warm_start, predictive, sampler_posterior, test_scores
+from bnnkit.bench.uci.runner import bench_config, fit_split_gp, gp_noise_sd
 from bnnkit.core.random import global_rng_seeded
 from bnnkit.data import Minibatches, load_uci
 from bnnkit.diagnostics import FunctionSpaceConvergence
@@ -55,7 +55,7 @@ from bnnkit.sgmcmc.schedules import CosineCycle
 
 
 def run(args: argparse.Namespace) -> dict:
-    cfg = _config(None, False, False)
+    cfg = bench_config(None, False, False)
     c = cfg["adaptive"]  # protocol 5's MAP phase and batch size
     data = load_uci(args.dataset, args.split, root=args.data)
     x, y = data.x_train, data.y_train
@@ -71,11 +71,11 @@ def run(args: argparse.Namespace) -> dict:
         from bnnkit.functional import GPPrior
 
         gp = GPPrior("rbf", input_dim=x.shape[1], jitter=1e-4)
-        fitted = _fit_split_gp(gp, data, cfg, args.split)
+        fitted = fit_split_gp(gp, data, cfg, args.split)
     with global_rng_seeded(args.split):  # the network's initial layout, as the bench's cells
         # --fixed-noise: the GP fit's noise sd, held fixed (the VI baselines' floor under it)
-        sd = _gp_noise_sd(fitted, cfg) if args.fixed_noise else None
-        post = _sampler_posterior(x, cfg, gp, functional=args.functional, vecchia=True, noise=sd)
+        sd = gp_noise_sd(fitted, cfg) if args.fixed_noise else None
+        post = sampler_posterior(x, cfg, gp, functional=args.functional, vecchia=True, noise=sd)
         init = map_warm_start(post, x, y, cfg, functional=args.functional)
         rule = FunctionSpaceConvergence(
             post, data.x_test[: c["check_inputs"]], rhat=1.1, ess=100, min_draws=10

@@ -5,8 +5,8 @@ this plots every record of the given files for one pattern, one line per method 
 min-max band, as the bandit's own plots), e.g. the SG agents beside the fSG agents with the fix
 (``docs/img/bandit_fsg_p0.5.png``)::
 
-    python benchmarks/bandit_plot_records.py docs/results/bandit/issue24/sgld_sghmc.jsonl \
-        docs/results/bandit/issue24/fsgld_fsghmc_sgld_weight_term.jsonl --pattern 0.5 \
+    python -m experiments.bandit_plot_records experiments/results/bandit_fsg_weight_term/sgld_sghmc.jsonl \
+        experiments/results/bandit_fsg_weight_term/fsgld_fsghmc_sgld_weight_term.jsonl --pattern 0.5 \
         --out docs/img/bandit_fsg_p0.5.png
 
 A method found in two files is an error (the plot labels lines by method only).
@@ -18,7 +18,7 @@ import argparse
 import json
 from pathlib import Path
 
-from bnnkit.bench import bandit
+from bnnkit.bench.bandit.report import curve_index, plot_regret_curves
 
 
 def main() -> None:
@@ -45,9 +45,9 @@ def main() -> None:
             seeds.add(r["seed"])
     if not curves:
         raise SystemExit(f"no record of pattern p={args.pattern:g} in {', '.join(args.records)}")
-    grid = bandit._curve_index(steps, len(next(iter(curves.values()))[0]))
+    grid = curve_index(steps, len(next(iter(curves.values()))[0]))
     note = "records: " + ", ".join(Path(p).name for p in args.records)
-    bandit._plot(Path(args.out), args.pattern, curves, grid, sorted(seeds), note)
+    plot_regret_curves(Path(args.out), args.pattern, curves, grid, sorted(seeds), note)
 
 
 if __name__ == "__main__":

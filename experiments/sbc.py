@@ -19,7 +19,7 @@ warm-up, thinned to ``L`` draws; the rank of the prior draw among them per quant
 into ``bins`` bins and tested for uniformity by a chi-square test.  The bulk ESS of the ``L`` kept
 draws is recorded per replication (correlated draws make a correct sampler's ranks U-shaped).
 
-Run:  python -m benchmarks.sbc [--only nuts,hmc] [--reps N] [--out docs/results/sbc]
+Run:  python -m experiments.sbc [--only nuts,hmc] [--reps N] [--out docs/results/sbc]
 """
 
 from __future__ import annotations

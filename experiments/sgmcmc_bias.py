@@ -25,7 +25,7 @@ Reported, averaged over the test inputs:
   noise otherwise hides;
 - the method's test RMSE and NLL in original units, and its seconds.
 
-Run:  python -m benchmarks.sgmcmc_bias [--quick] [--out docs/results/bias]
+Run:  python -m experiments.sgmcmc_bias [--quick] [--out docs/results/bias]
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ the one the final rule keeps (else the cell must be rerun, and it says so), and 
 ``--ran-on TEXT`` tags the cells with the machine they ran on (cells run elsewhere than the other
 cells of a table).
 
-    python -m benchmarks.uci_ladder_cells CELLS.jsonl --out FIXED.jsonl [--ran-on "..."]
+    python -m experiments.uci_ladder_cells CELLS.jsonl --out FIXED.jsonl [--ran-on "..."]
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ Reads the ``uci.json`` a run (or a ``--from-cells`` rebuild) wrote and prints, i
 3. per split, the SG cells whose RMSE exceeds 1.2x MC dropout's on the same split;
 4. the convergence-checked cells' function-space R-hat: how many are <= 1.1.
 
-Run:  python -m benchmarks.uci_targets OUT/uci.json [--samplers sghmc,fsghmc,sgld,csgld,fsgld]
+Run:  python -m experiments.uci_targets OUT/uci.json [--samplers sghmc,fsghmc,sgld,csgld,fsgld]
 """
 
 from __future__ import annotations

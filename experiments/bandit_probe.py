@@ -17,7 +17,7 @@ generator seeded with 12345):
 
 Usage (one thread, as every bandit number is measured)::
 
-    python benchmarks/bandit_probe.py --method fsgld --p 0.5 --seed 0 --steps 3000 \
+    python -m experiments.bandit_probe --method fsgld --p 0.5 --seed 0 --steps 3000 \
         --config '{"fsgld_max_step": 1e-3}'
 """
 
@@ -31,6 +31,7 @@ import time
 import torch
 
 from bnnkit.bench import bandit as B
+from bnnkit.bench.bandit.agents import both_actions, make_agent
 from bnnkit.core.random import make_generator
 from bnnkit.data.mushroom import load_mushroom
 
@@ -122,11 +123,11 @@ def main() -> None:
     idx, u = B.environment(contexts.shape[0], args.steps, args.seed)
     gen = make_generator(args.seed, 2 + B.METHODS.index(args.method))
     d = contexts.shape[1] + 2
-    agent = B._make_agent(args.method, d, cfg, args.seed, B.attribute_blocks(contexts))
+    agent = make_agent(args.method, d, cfg, args.seed, B.attribute_blocks(contexts))
     buf = B.Buffer(cfg["buffer"], d)
     pr = probe_set(edible, args.probe)
     k = args.probe
-    both = B._both_actions(contexts[pr])  # 2k rows with eat, then the same 2k with reject
+    both = both_actions(contexts[pr])  # 2k rows with eat, then the same 2k with reject
     x_eat, x_rej = both[: 2 * k], both[2 * k :]
     eat_row, rej_row = torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0])
     actions = torch.empty(args.steps, dtype=torch.long)
