@@ -90,7 +90,7 @@ def run_recipe(
 
     n = int(x.shape[0])
     m = min(batch_size or recipe.batch_size, n)
-    init, map_steps = _warm_starts(recipe, posterior, x, y, m, seed)
+    init, map_steps = _warm_starts(recipe, posterior, x, y, m, seed, progress)
     if sampler == "psgld":
         algorithm: Any = PreconditionedSGLD(recipe.step_size / n, alpha=recipe.alpha)
     else:
@@ -123,7 +123,9 @@ def run_recipe(
 MAP_CHAINS = 1 << 24  # the MAP phase of chain c draws from generator (seed, MAP_CHAINS + c)
 
 
-def _warm_starts(recipe: SamplerRecipe, posterior: Any, x: Tensor, y: Tensor, m: int, seed: int):
+def _warm_starts(
+    recipe: SamplerRecipe, posterior: Any, x: Tensor, y: Tensor, m: int, seed: int, progress: bool
+):
     """The ``init`` of the chains (each at its MAP phase's best iterate) and each chain's
     ``[best step, steps run]``."""
     from ..core.map_phase import map_phase
@@ -155,6 +157,7 @@ def _warm_starts(recipe: SamplerRecipe, posterior: Any, x: Tensor, y: Tensor, m:
         batch_size=m,
         holdout=recipe.map_holdout,
         patience=recipe.map_patience,
+        progress=progress,
     )
     if not torch.isfinite(best).all():
         from ..core.errors import BnnkitError

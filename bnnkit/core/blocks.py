@@ -45,7 +45,9 @@ from torch import Tensor
 
 from .driver import (
     MAX_CONSECUTIVE_DIVERGENCES,
+    NOTHING_ACCEPTED,
     Posterior,
+    StuckWatch,
     _adapt_step,
     _divergence,
     _finish_unit,
@@ -138,6 +140,7 @@ def run_unit_blocks(
     # statistics in Python), then samples in blocks with the adapted settings frozen.
     adapt = getattr(kernel, "adaptation", None) if num_warmup > 0 else None
     stuck = 0  # consecutive transitions in which every chain diverged
+    watch = StuckWatch(unit if vectorized else [home])  # read from the kept draws' statistics
 
     pending: list[tuple[Tensor, dict[str, Tensor]]] = []  # kept since the last chunk
     n_pending = 0
@@ -213,7 +216,15 @@ def run_unit_blocks(
                         )
             state, n_collectable = out.state, nc
             if keep:
-                pending.append((out.positions, kernel.kept_stats(out)))
+                kept_stats = kernel.kept_stats(out)
+                pending.append((out.positions, kept_stats))
+                ap = kept_stats.get("accept_prob")
+                if isinstance(ap, Tensor) and ap.numel():
+                    nothing = ~(ap > NOTHING_ACCEPTED)
+                    acc = kept_stats.get("is_accepted")
+                    if isinstance(acc, Tensor) and acc.shape == ap.shape:
+                        nothing = nothing & ~acc.bool()
+                    watch.add(nothing.reshape(ap.shape[0], -1), state.step_size)
                 n_pending += len(keep)
                 n_kept += len(keep)
             if n_pending == chunk_size or (n_kept == num_samples and pending):
@@ -245,4 +256,5 @@ def run_unit_blocks(
     finally:
         if bar is not None:
             bar.close()
+    watch.finish(state.step_size)
     return _finish_unit(state, unit, cfg, store, stop, n_kept, kept_in_memory)

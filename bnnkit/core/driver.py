@@ -9,8 +9,11 @@ the same chains, whatever else the process does.
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import json
 import math
+import sys
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -20,7 +23,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .errors import BnnkitError, DivergenceError, check_int_at_least
+from .errors import BnnkitError, DivergenceError, StuckChainWarning, check_int_at_least
 from .posterior import Posterior
 from .random import make_generator
 from .samples import Samples
@@ -31,6 +34,12 @@ from .weights import warn_if_degenerate
 
 MAX_CONSECUTIVE_DIVERGENCES = 200  # a chain whose every transition diverges this long is stuck
 VECTOR_SEED_OFFSET = 1 << 32  # seeds of vectorised groups never collide with a chain's own seed
+STUCK_WINDOW = 100  # sampling transitions in a row that accept nothing: the chain is reported stuck
+STUCK_MIN_TRANSITIONS = 20  # a shorter run that accepted nothing at all is reported at its end
+NOTHING_ACCEPTED = 1e-10  # an acceptance probability this small is a rejection, whatever the coin says
+FINGERPRINT_SEED = 0x5EEDF1A6  # the fixed direction (and stream generator) of the run fingerprint
+FINGERPRINT_VERSION = 1
+FINGERPRINT_STREAM_BATCHES = 2  # batches a stream without its own fingerprint() is identified by
 
 InitSpec = str | Mapping[str, Tensor] | Callable[[int, torch.Generator], Mapping[str, Tensor]] | None
 
@@ -54,7 +63,42 @@ class FullBatch:
 def _batch_source(data: Any) -> Any:
     if hasattr(data, "next") and hasattr(data, "state_dict"):
         return data  # a minibatch stream (SG-MCMC)
+    if isinstance(data, torch.utils.data.DataLoader):
+        from ..data.minibatch import LoaderStream
+
+        return LoaderStream(data)
     return FullBatch(data)
+
+
+def _coerce_data(data: Any, posterior: Any) -> Any:
+    """Data as users hold it, as the driver takes it: a ``DataLoader`` becomes a
+    :class:`~bnnkit.data.LoaderStream` (its batches in the loader's order, resumable when the
+    loader shuffles with its own ``generator=``); a pair with NumPy arrays (or pandas columns)
+    becomes a pair of tensors, floating ones in the posterior's dtype."""
+    if isinstance(data, torch.utils.data.DataLoader):
+        from ..data.minibatch import LoaderStream
+
+        return LoaderStream(data)
+    if (
+        isinstance(data, (tuple, list))
+        and len(data) == 2
+        and any(
+            not isinstance(d, Tensor) and (hasattr(d, "__array__") or hasattr(d, "to_numpy")) for d in data
+        )
+    ):
+        from ..data.coerce import as_pair
+
+        pair = as_pair(data)
+        view = getattr(posterior, "view", None)
+        dtype = getattr(view, "dtype", None)
+        if isinstance(posterior, Posterior) and dtype is not None:
+            # NumPy's default float64 into a float32 network: converted, as torch.from_numpy users do.
+            pair = tuple(
+                t.to(dtype) if t.is_floating_point() and not isinstance(d, Tensor) else t
+                for t, d in zip(pair, data)
+            )
+        return tuple(pair)
+    return data
 
 
 def sample(
@@ -85,7 +129,10 @@ def sample(
         algorithm: hyperparameters of a sampler, e.g. ``bnnkit.samplers.HMC(step_size=0.01)``.
         posterior: a :class:`~bnnkit.Posterior`, or any log density ``f(params: dict, batch)``
             (then ``init`` must be a dict of initial parameters).
-        data: the batch passed to the log density: ``(inputs, targets)`` for a posterior.
+        data: the batch passed to the log density: ``(inputs, targets)`` for a posterior (tensors,
+            or NumPy arrays, converted), a minibatch stream (:class:`bnnkit.data.Minibatches`), or
+            a ``torch.utils.data.DataLoader`` (wrapped in :class:`bnnkit.data.LoaderStream`: every
+            step sees the loader's next batch).
         num_samples: draws kept per chain (after thinning).
         num_warmup: adapted steps discarded before sampling (burn-in).
         thin: keep every ``thin``-th state.
@@ -96,6 +143,11 @@ def sample(
         progress: show a progress bar with live acceptance rate and step size.
         output: a directory to stream draws to; an interrupted run with the same configuration
             resumes from its last checkpoint and gives the same draws as an uninterrupted run.
+            The directory holds a fingerprint of the data and of the log density (its value and
+            gradient at each chain's initial position on a fixed batch): a resume with other
+            data, another model or log density, or other initial values is refused with what
+            differs.  A failed write (a full disk) stops the run with a
+            :class:`~bnnkit.core.storage.RunWriteError`; rerunning the same call resumes.
         chunk_size: draws per file (and per checkpoint) when streaming.
         validate: check the data against the model before sampling.
         compile: compile the log-density gradient with ``torch.compile`` (see
@@ -146,6 +198,7 @@ def sample(
 
     if init is None:  # e.g. variational inference starts its mean at the module's own weights
         init = getattr(algorithm, "default_init", None)
+    data = _coerce_data(data, posterior)
     target, model_config, init = _build_target(posterior, data, init, validate)
     chain_ids = _chain_ids(chains, num_chains)
     block = 0
@@ -192,7 +245,13 @@ def sample(
         config["fused"] = {"block": "auto" if fused is True else block, "loop": getattr(kernel, "loop", None)}
     if stop_when is not None:
         config["stop_when"] = stop_when.config()
-    store = RunStore(output, config) if output is not None else None
+    store = None
+    if output is not None:
+        # the fingerprint and the run's start draw each chain's initial position: an init function
+        # (a MAP phase, say) runs once per chain, and its second call replays the first
+        init = _once_per_chain(init)
+        fingerprint = run_fingerprint(flat_target, posterior, init, data, seed, num_chains)
+        store = RunStore(output, config, fingerprint)
 
     settings = _Settings(
         vectorized=chain_method == "vectorized",
@@ -209,9 +268,22 @@ def sample(
         stop_when=stop_when,
         block=block,
     )
-    results, diverged, dropped = _run_units(
-        kernel, target, posterior, batches, fresh_batches, units, settings, store, chain_ids, on_divergence
-    )
+    try:
+        results, diverged, dropped = _run_units(
+            kernel,
+            target,
+            posterior,
+            batches,
+            fresh_batches,
+            units,
+            settings,
+            store,
+            chain_ids,
+            on_divergence,
+        )
+    except KeyboardInterrupt:
+        _say_interrupted(store, chunk_size)
+        raise
     kept = [c for c in chain_ids if c not in diverged and c not in dropped]
     if not kept:
         raise DivergenceError(
@@ -245,6 +317,181 @@ def sample(
             finals[unit[0]] = _stored_final_state(store, unit)
     samples.final_states = {c: s for c, s in finals.items() if c in kept}
     return samples
+
+
+# ----------------------------------------------------------------------------- run fingerprint
+def _once_per_chain(init: InitSpec) -> InitSpec:
+    """``init`` unchanged unless it is a function ``f(chain, generator)``; then a function that
+    calls it once per chain and, called again for that chain, returns the same position and puts
+    the generator where the first call left it (so the chain is the one the first call began)."""
+    if isinstance(init, (str, Mapping)) or not callable(init):
+        return init
+    done: dict[int, tuple[Any, Tensor]] = {}
+
+    def again(chain: int, gen: torch.Generator) -> Any:
+        if chain not in done:
+            done[chain] = (init(chain, gen), gen.get_state())
+        else:
+            gen.set_state(done[chain][1])
+        return done[chain][0]
+
+    again.__name__ = getattr(init, "__name__", type(init).__name__)
+    return again
+
+
+def run_fingerprint(
+    target: Target, posterior: Any, init: InitSpec, data: Any, seed: int, num_chains: int
+) -> dict[str, Any]:
+    """What a run directory stores so that a resume on other data or another posterior is refused.
+
+    - ``data``: a SHA-256 of the full-batch tensors (bytes, shapes, dtypes), or of a minibatch
+      stream's rows and batching (:meth:`bnnkit.data.Minibatches.fingerprint`; a stream without
+      that method: of its first two batches from a fixed generator, its state restored
+      afterwards);
+    - ``init``: a SHA-256 of each chain's initial position (drawn from a generator of its own,
+      equal to the chain's, so nothing the run draws changes);
+    - ``function``: per chain, the log density, the gradient's norm and its cosine with a fixed
+      random direction, at that initial position on a fixed batch (the full batch, or the stream's
+      first rows): another activation with the same parameter shapes, another likelihood or another
+      log-density callable changes them.  Compared with a tolerance
+      (:func:`bnnkit.core.storage.fingerprint_differences`), so float rounding (another number of
+      threads) does not refuse a resume; the same call reproduces them bit for bit anyway.
+
+    Costs one log density and gradient per chain, plus hashing the data once.  A data-parallel
+    log density (a collective over ranks) is not evaluated: its ``function`` entries are None.
+    """
+    device = target.view.device
+    desc, batch = _data_fingerprint(_batch_source(data), device)
+    # A data-parallel log density is a collective over all ranks, and ranks may differ in whether
+    # they pass output= (docs/distributed.md: rank 0 only): evaluating it here could pair with
+    # another rank's sampling step.  Its data (this rank's shard) and initial values are still kept.
+    collective = _uses_collectives(target)
+    inits, values = [], []
+    for c in range(num_chains):
+        x0 = _initial_position(target, posterior, init, c, make_generator(seed, c, device))
+        inits.append(_digest(x0))
+        values.append(None if collective else _function_values(target, x0, batch))
+    return {
+        "version": FINGERPRINT_VERSION,
+        "dtype": str(target.view.dtype),
+        "data": _digest(desc),
+        "init": inits,
+        "function": values,
+    }
+
+
+def _uses_collectives(target: Target) -> bool:
+    dp = sys.modules.get("bnnkit.distributed.data_parallel")  # loaded by anyone who built one
+    return dp is not None and isinstance(target, getattr(dp, "DataParallelTarget", ()))
+
+
+def _data_fingerprint(source: Any, device: torch.device) -> tuple[Any, Batch]:
+    """What identifies the data, and a fixed batch to evaluate the log density on."""
+    if isinstance(source, FullBatch):
+        return source.data, source.data
+    own = getattr(source, "fingerprint", None)
+    if callable(own):
+        return own()
+    # Any other stream: its first batches from a fixed generator, from where every chain starts,
+    # and only their values (a wrapper around the same stream gives the same fingerprint).
+    saved = copy.deepcopy(source.state_dict())
+    initial = getattr(source, "initial_state", None)
+    try:
+        source.load_state_dict(initial() if initial is not None else copy.deepcopy(saved))
+        gen = make_generator(FINGERPRINT_SEED, 0, device)
+        batches = [source.next(gen) for _ in range(FINGERPRINT_STREAM_BATCHES)]
+    finally:
+        source.load_state_dict(saved)
+    return {"first_batches": batches}, batches[0]
+
+
+def _digest(obj: Any) -> str:
+    h = hashlib.sha256()
+    _hash_into(h, obj)
+    return h.hexdigest()
+
+
+def _hash_into(h: Any, obj: Any) -> None:
+    if isinstance(obj, Tensor):
+        t = obj.detach()
+        h.update(f"T{t.dtype}{tuple(t.shape)};".encode())
+        try:
+            flat = t.resolve_conj().resolve_neg().cpu().contiguous().reshape(-1)
+            if flat.numel():
+                h.update(memoryview(flat.view(torch.uint8).numpy()))
+        except (RuntimeError, TypeError):  # a layout with no plain bytes (sparse, quantised)
+            h.update(repr(t.tolist()).encode())
+    elif isinstance(obj, Mapping):
+        h.update(b"{")
+        for k in sorted(obj, key=str):
+            h.update(repr(str(k)).encode())
+            _hash_into(h, obj[k])
+        h.update(b"}")
+    elif isinstance(obj, (tuple, list)):
+        h.update(f"({type(obj).__name__}:{len(obj)}".encode())
+        for item in obj:
+            _hash_into(h, item)
+        h.update(b")")
+    elif obj is None or isinstance(obj, (bool, int, float, str, bytes)):
+        h.update(repr(obj).encode())
+    elif hasattr(obj, "__array__"):
+        _hash_into(h, torch.as_tensor(obj))
+    else:  # an object with no data of its own to hash: its type
+        h.update(f"<{type(obj).__module__}.{type(obj).__qualname__}>".encode())
+
+
+def _function_values(target: Target, x0: Tensor, batch: Batch) -> list[float | None] | None:
+    """``[log density, |gradient|, cos(gradient, fixed direction)]`` at ``x0`` (the gradient
+    entries None for a log density without one; None where the log density fails: the run's own
+    checks then say why)."""
+    x = x0.detach()
+    try:
+        with torch.enable_grad():
+            lp, g = target.value_and_grad(x, batch)
+    except Exception:
+        try:
+            with torch.no_grad():
+                lp = target.log_prob(x, batch)
+            return [_number(lp), None, None]
+        except Exception:
+            return None
+    g = g.detach().reshape(-1).to(torch.float64)
+    direction = torch.randn(
+        g.numel(), generator=torch.Generator().manual_seed(FINGERPRINT_SEED), dtype=torch.float64
+    ).to(g.device)
+    norm = float(g.norm())
+    cos = float(g @ direction) / (norm * float(direction.norm())) if 0 < norm < math.inf else 0.0
+    return [_number(lp), norm, cos]
+
+
+def _number(lp: Any) -> float | None:
+    if not isinstance(lp, Tensor) or lp.numel() != 1:
+        return None
+    return float(lp.detach().reshape(()))
+
+
+# ----------------------------------------------------------------------------- what a run says
+def _say(message: str) -> None:
+    """One line to stderr, through tqdm so that progress bars stay intact."""
+    try:
+        from tqdm.auto import tqdm
+
+        tqdm.write(message, file=sys.stderr)
+    except Exception:  # no tqdm, or a closed stream
+        print(message, file=sys.stderr)
+
+
+def _say_interrupted(store: RunStore | None, chunk_size: int) -> None:
+    if store is not None:
+        _say(
+            f"bnnkit: interrupted. The draws so far are safe in {store.root} (a checkpoint every {chunk_size} "
+            "draws); rerun the same bnnkit.sample call to resume where it stopped."
+        )
+    else:
+        _say(
+            "bnnkit: interrupted; this run's draws are lost. Pass output=DIR to bnnkit.sample to make runs "
+            "resumable: rerunning the same call then continues from the last checkpoint."
+        )
 
 
 def _stored_final_state(store: RunStore, unit: list[int]) -> Any:
@@ -315,6 +562,7 @@ def _run_units(
     run_unit = _run_unit
     if settings.block:
         from .blocks import run_unit_blocks as run_unit
+    finished: list[int] = []
     try:
         for unit in units:
             if store is not None:
@@ -323,6 +571,7 @@ def _run_units(
                         store.reopen(c)
                 if all(store.is_done(c) or store.is_diverged(c) for c in unit):
                     diverged += [c for c in unit if store.is_diverged(c)]
+                    finished += unit
                     continue
                 store.lock(unit)
             try:
@@ -345,7 +594,11 @@ def _run_units(
     except DivergenceError as err:
         err.partial = {c: v for c, v in err.partial.items() if c in chain_ids}
         raise
-
+    if finished:
+        which = "every chain" if len(finished) == len(chain_ids) else f"chain(s) {finished}"
+        _say(
+            f"bnnkit: {which} of {store.root} had already finished; their stored draws are used as they are."
+        )
     return results, diverged, dropped
 
 
@@ -459,6 +712,13 @@ def _start_unit(kernel, target, posterior, batches, fresh_batches, unit, cfg: _S
         batches.load_state_dict(ckpt["batches"])
         start, num_chunks = ckpt["iteration"], ckpt["num_chunks"]
         n_collectable, n_kept = ckpt["n_collectable"], ckpt["n_kept"]
+        where = (
+            f"in warm-up at step {start} of {pre}"
+            if start < pre
+            else f"at draw {n_kept} of {cfg.num_samples}"
+        )
+        who = f"chains {unit[0]}-{unit[-1]}" if len(unit) > 1 else f"chain {home}"
+        _say(f"bnnkit: resuming {who} of {store.root} {where} (from its checkpoint at step {start}).")
         if cfg.stop_when is not None:
             cfg.stop_when.reset()
             if num_chunks:  # the rule sees every draw kept before the interruption again
@@ -509,7 +769,7 @@ def _finish_unit(state, unit, cfg: _Settings, store, stop, n_kept, kept_in_memor
         report["draws_per_chain"] = n_kept
         cfg.report["stopped"] = report
         if store is not None:
-            (store.chain_dir(home) / "stop.json").write_text(json.dumps(report, indent=1))
+            store.write_stop(home, report)
     cfg.report.setdefault("final_states", {})[home] = state
     if store is not None:
         for c in unit:
@@ -544,6 +804,7 @@ def _run_unit(
     bar = _progress_bar(total, _unit_label(unit, vectorized), cfg.num_chains, start) if cfg.progress else None
     acc_sum, acc_n, last_refresh = 0.0, 0, 0.0
     stuck = 0  # consecutive transitions that all diverged (an HMC/NUTS chain that cannot move)
+    watch = StuckWatch(unit if vectorized else [home])
 
     def checkpoint(next_iteration: int) -> None:
         _save_checkpoint(
@@ -579,6 +840,8 @@ def _run_unit(
             if ap is not None:
                 acc_sum += float(ap.mean()) if ap.ndim else float(ap)
                 acc_n += 1
+                if it >= pre:  # warm-up may reject while it adapts; sampling that accepts nothing is stuck
+                    watch.update(ap, getattr(info, "is_accepted", None), getattr(state, "step_size", None))
             if len(keep_pos) == chunk_size or (n_kept == num_samples and keep_pos):
                 chunk = _stack_chunk(keep_pos, keep_info, len(unit) if vectorized else None)
                 keep_pos, keep_info = [], []
@@ -614,8 +877,70 @@ def _run_unit(
     finally:
         if bar is not None:
             bar.close()
-
+    watch.finish(getattr(state, "step_size", None))
     return _finish_unit(state, unit, cfg, store, stop, n_kept, kept_in_memory)
+
+
+class StuckWatch:
+    """Warns (:class:`~bnnkit.core.errors.StuckChainWarning`) about a chain that accepts nothing.
+
+    Fed each sampling transition's acceptance probability (``[K]`` for K vectorised chains): a
+    chain whose proposals are all rejected for ``STUCK_WINDOW`` transitions in a row, or over a
+    whole shorter run of at least ``STUCK_MIN_TRANSITIONS``, repeats one point, so its draws
+    say nothing about the posterior.  Algorithms without an acceptance step (SG-MCMC) report no
+    ``accept_prob`` and are never fed.  Each chain is reported once.
+    """
+
+    def __init__(self, chains: list[int]):
+        self.chains = list(chains)
+        self.run = [0] * len(self.chains)  # transitions in a row that accepted nothing
+        self.seen = 0
+        self.warned: set[int] = set()
+
+    def update(self, accept_prob: Tensor, is_accepted: Any = None, step_size: Any = None) -> None:
+        ap = accept_prob.detach().reshape(-1)
+        nothing = ~(ap > NOTHING_ACCEPTED)  # NaN counts as nothing accepted
+        if isinstance(is_accepted, Tensor) and is_accepted.numel() == ap.numel():
+            nothing = nothing & ~is_accepted.detach().reshape(-1).bool()
+        if nothing.numel() != len(self.chains):  # not one value per chain: stuck only if nothing moved
+            nothing = nothing.all().reshape(1).expand(len(self.chains))
+        self.add(nothing[None], step_size)
+
+    def add(self, nothing: Tensor, step_size: Any = None) -> None:
+        """``nothing``: ``[n, K]`` booleans, transitions in order (e.g. a fused block's kept ones)."""
+        rows = nothing.reshape(nothing.shape[0], -1).cpu().tolist()
+        for row in rows:
+            self.seen += 1
+            for i, none in enumerate(row[: len(self.chains)]):
+                self.run[i] = self.run[i] + 1 if none else 0
+                if self.run[i] >= STUCK_WINDOW and self.chains[i] not in self.warned:
+                    self._warn(i, step_size)
+
+    def finish(self, step_size: Any = None) -> None:
+        """At the end of a run shorter than the window: report chains that never accepted."""
+        if self.seen < STUCK_MIN_TRANSITIONS:
+            return
+        for i, n in enumerate(self.run):
+            if n == self.seen and self.chains[i] not in self.warned:
+                self._warn(i, step_size)
+
+    def _warn(self, i: int, step_size: Any) -> None:
+        chain = self.chains[i]
+        self.warned.add(chain)
+        eps = ""
+        if isinstance(step_size, Tensor) and step_size.numel():
+            flat = step_size.detach().reshape(-1)
+            eps = f" at step size {float(flat[i] if flat.numel() == len(self.chains) else flat.max()):.3g}"
+        elif isinstance(step_size, (int, float)):
+            eps = f" at step size {step_size:.3g}"
+        warnings.warn(
+            f"chain {chain} is stuck: it accepted no proposal in {self.run[i]} sampling transitions in a row{eps} "
+            "(acceptance probability 0), so its draws repeat one point and say nothing about the posterior. "
+            "Try a step size several times smaller, a longer warm-up (num_warmup) so that the step size adapts, "
+            "or an initial point (init=) where the log density is reasonable.",
+            StuckChainWarning,
+            stacklevel=2,
+        )
 
 
 def _check_initial(target: Target, x0: Tensor, batch: Batch, chains: list[int]) -> None:

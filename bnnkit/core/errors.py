@@ -62,3 +62,7 @@ def check_finite_rows(name: str, tensor: Tensor) -> None:
             f"{name} contains NaN or inf in {len(idx)} of {rows.numel()} rows "
             f"(rows {shown}); remove or impute those rows before sampling."
         )
+
+
+class StuckChainWarning(UserWarning):
+    """A chain accepted no proposal for a long stretch: its draws repeat one point."""

@@ -37,13 +37,17 @@ def map_phase(
     holdout: float | None,
     patience: int,
     stochastic: bool = False,
+    progress: bool = False,
 ) -> tuple[Tensor, list[tuple[int, int]]]:
     """Positions ``[K, D]`` after the MAP phase of the K chains started at ``x0 [K, D]``, chain ``c``
     drawing from ``gens[c]``, and each chain's ``(best step, steps run)``.
 
     ``stochastic``: Adam on the gradient an SG-MCMC step sees (``Target.estimate_grad``, e.g. a
     functional prior's unbiased estimate; its random numbers from ``gens[0]``) instead of the
-    autograd gradient of the log posterior."""
+    autograd gradient of the log posterior.  ``progress``: a progress bar over the step budget
+    with the chains still running and the best held-out score."""
+    from tqdm.auto import tqdm
+
     k_chains, n = int(x0.shape[0]), int(inputs.shape[0])
     target = posterior.target().vectorized(chain_batched=True)
     device = inputs.device
@@ -68,6 +72,7 @@ def map_phase(
     since = torch.zeros(k_chains, dtype=torch.long)
     ran = torch.full((k_chains,), steps, dtype=torch.long)
     active = torch.ones(k_chains, dtype=torch.bool)
+    bar = tqdm(total=steps, desc=f"MAP phase, {k_chains} chains", disable=not progress, leave=False)
     step = 0
     while step < steps and bool(active.any()):
         if full:
@@ -94,6 +99,9 @@ def map_phase(
             done = active & (since >= patience)
             ran[done] = step
             active &= ~done
+            bar.update(every)
+            bar.set_postfix(running=int(active.sum()), best=f"{float(best.max()):.3f}")
+    bar.close()
     ran[active] = step
     if held is None:
         best_x, best_step = x.detach().clone(), ran.clone()

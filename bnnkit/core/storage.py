@@ -2,7 +2,8 @@
 
 Layout of an output directory (format 2)::
 
-    config.json                        the run's configuration (a resumed run must match it)
+    config.json                        the run's configuration and its fingerprint (a resumed run
+                                       must match both)
     chain_000/draws_000000.pt          positions [n, D] and per-draw stats, one file per chunk
     chain_000/checkpoint_000000120.pt  sampler, adaptation, generator and stream state at an iteration
     chain_000/index.json               SHA-256 of every chunk and checkpoint; the source of truth
@@ -24,13 +25,24 @@ Safety and recovery:
   generator state).  A checkpoint is kept at every chunk boundary, so only the damaged part and
   what follows it is recomputed.
 - A chain being written is locked: a second writer is refused with the holder's pid and host; a
-  lock whose process is gone (killed) is taken over with a warning.
+  lock whose process is gone (killed) is taken over with a warning, and the temporary files a
+  killed writer left are removed when the lock is taken.
+- ``config.json`` holds a fingerprint of the data and of the log density at each chain's initial
+  point (see :func:`bnnkit.core.driver.sample`): a resume with other data, another model or log
+  density, or other initial values is refused, saying what differs.
+- A chain directory without its index has nothing to check its chunks against: reading it is
+  refused unless the caller asks for an unchecked read (``load_samples(..., unchecked=True)``),
+  and a resume regenerates it.
+- A write that fails (a full disk, a folder made read-only) ends the run with a
+  :class:`RunWriteError` naming the file; once the cause is fixed, the same call resumes from the
+  last checkpoint and gives the same draws.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import socket
 import sys
@@ -56,6 +68,30 @@ class RunDirectoryError(BnnkitError):
     """A run directory is damaged, locked by another writer, or in a format bnnkit will not open."""
 
 
+class RunWriteError(RunDirectoryError):
+    """A file of a run directory could not be written (a full disk, no permission).
+
+    Attributes:
+        path: the file that could not be written.
+    """
+
+    def __init__(self, message: str, path: Path | None = None):
+        super().__init__(message)
+        self.path = path
+
+
+def _write_error(path: Path, err: BaseException, root: Path | None) -> RunWriteError:
+    why = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else err!r}"
+    if root is None:
+        return RunWriteError(f"could not write {path} ({why}).", path)
+    return RunWriteError(
+        f"could not write {path} ({why}); the run stops here. The draws and checkpoints written before "
+        f"it are safe in {root}: free disk space (or make the folder writable) and rerun the same call; "
+        "it resumes from the last checkpoint and gives the same draws as an uninterrupted run.",
+        path,
+    )
+
+
 # ----------------------------------------------------------------------------- file primitives
 def _tmp_name(path: Path) -> Path:
     # Unique per process: ranks of a chain-parallel job write into the same directory at once.
@@ -66,19 +102,79 @@ def _replace(tmp: Path, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def _atomic_save(obj: Any, path: Path) -> str:
-    """Write ``obj`` with ``torch.save`` under a temporary name, rename it; return its SHA-256."""
+def _atomic_save(obj: Any, path: Path, root: Path | None = None) -> str:
+    """Write ``obj`` with ``torch.save`` under a temporary name, rename it; return its SHA-256.
+
+    A failed write (``OSError``, or the ``RuntimeError`` torch's zip writer raises on a full disk)
+    removes the temporary file and raises :class:`RunWriteError` naming ``path``.
+    """
     tmp = _tmp_name(path)
-    torch.save(obj, tmp)
-    digest = _sha256(tmp)
-    _replace(tmp, path)
+    try:
+        torch.save(obj, tmp)
+        digest = _sha256(tmp)
+        _replace(tmp, path)
+    except OSError as err:
+        _discard(tmp)
+        raise _write_error(path, err, root) from err
+    except RuntimeError as err:
+        _discard(tmp)
+        if any(s in str(err) for s in _ZIP_WRITE_FAILURES):
+            raise _write_error(path, err, root) from err
+        raise
+    except BaseException:
+        _discard(tmp)  # e.g. Ctrl-C: the temporary file is of no use to a resume
+        raise
     return digest
 
 
-def _atomic_write_text(text: str, path: Path) -> None:
+# How torch's zip writer reports a write that failed (a full disk): a RuntimeError, not an OSError.
+_ZIP_WRITE_FAILURES = ("inline_container", "PytorchStreamWriter", "file write failed", "No space left")
+
+
+def _atomic_write_text(text: str, path: Path, root: Path | None = None) -> None:
     tmp = _tmp_name(path)
-    tmp.write_text(text)
-    _replace(tmp, path)
+    try:
+        tmp.write_text(text)
+        _replace(tmp, path)
+    except OSError as err:
+        _discard(tmp)
+        raise _write_error(path, err, root) from err
+    except BaseException:
+        _discard(tmp)
+        raise
+
+
+def _discard(path: Path) -> None:
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
+def _tmp_pid(path: Path) -> int | None:
+    """The writer's pid in a temporary name ``<file>.<pid>.tmp`` (None if it has none)."""
+    parts = path.name.split(".")
+    if len(parts) >= 3 and parts[-1] == "tmp" and parts[-2].isdigit():
+        return int(parts[-2])
+    return None
+
+
+def _remove_stale_tmp(folder: Path, any_pid: bool) -> int:
+    """Remove the temporary files a killed writer left in ``folder``; return how many.
+
+    ``any_pid``: the caller holds the lock of the folder, so no other process writes there and
+    every temporary file is stale; otherwise only those of processes that are gone (or of this
+    process, which is not writing there now) are removed.
+    """
+    n = 0
+    for f in folder.glob("*.tmp"):
+        pid = _tmp_pid(f)
+        if pid is None:
+            continue
+        if any_pid or pid == os.getpid() or not _alive(pid, None):
+            _discard(f)
+            n += 1
+    return n
 
 
 def _sha256(path: Path) -> str:
@@ -179,6 +275,12 @@ class ChainLock:
                     f"{holder.get('host')} (since {holder.get('since')}). Wait for it to finish, or pass "
                     f"another output path. If that process no longer exists, delete {self.path}."
                 ) from None
+            except OSError as err:  # a read-only folder, no permission, a full disk
+                raise RunWriteError(
+                    f"cannot write to {self.path.parent} ({type(err).__name__}: {err.strerror or err}); "
+                    "pass an output path in a folder you can write to.",
+                    self.path,
+                ) from err
             with os.fdopen(fd, "w") as f:
                 json.dump(me, f)
             self.held = True
@@ -204,12 +306,84 @@ class ChainLock:
             self.held = False
 
 
+# ----------------------------------------------------------------------------- fingerprints
+def _close(a: float | None, b: float | None, rtol: float, atol: float) -> bool:
+    if a is None or b is None:
+        return True  # not evaluated (the log density failed there): nothing to compare
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    if math.isinf(a) or math.isinf(b):
+        return a == b
+    return abs(a - b) <= atol + rtol * max(abs(a), abs(b))
+
+
+def _chain_list(chains: list[int]) -> str:
+    shown = ", ".join(str(c) for c in chains[:6]) + (", ..." if len(chains) > 6 else "")
+    return f"chain {shown}" if len(chains) == 1 else f"chains {shown}"
+
+
+def fingerprint_differences(old: dict | None, new: dict | None) -> list[str]:
+    """What differs between a stored run's fingerprint and this call's, in words (empty: nothing).
+
+    A fingerprint (made by :func:`bnnkit.core.driver.sample`) holds ``data`` (a SHA-256 of the
+    data, or of a minibatch stream's rows and batching), ``init`` (a SHA-256 of each chain's
+    initial position) and ``function`` (per chain: the log density, the gradient's norm and its
+    cosine with a fixed direction, at the initial position on a fixed batch), compared with a
+    tolerance that absorbs float rounding (e.g. another number of threads).  Where the data or a
+    chain's initial values differ, the log density there is not compared: it differs anyway.
+    """
+    if not old or not new:
+        return []
+    problems: list[str] = []
+    if old.get("data") != new.get("data"):
+        problems.append(
+            "the data differ from the stored run's (other values, shapes or dtypes, or a minibatch stream over "
+            "other rows or with another batch size)"
+        )
+    old_init, new_init = old.get("init") or [], new.get("init") or []
+    moved = [c for c, (a, b) in enumerate(zip(old_init, new_init)) if a != b]
+    if moved:
+        problems.append(
+            f"the initial values of {_chain_list(moved)} differ from the stored run's (another init=, "
+            "another module's weights with init='module', or another prior)"
+        )
+    if problems and old.get("data") != new.get("data"):
+        return problems
+    low = str(new.get("dtype", "")) not in ("torch.float64", "float64")
+    rtol, atol = (1e-4, 1e-4) if low else (1e-8, 1e-8)
+    old_f, new_f = old.get("function") or [], new.get("function") or []
+    changed = []
+    for c, (a, b) in enumerate(zip(old_f, new_f)):
+        if c in moved or a is None or b is None:
+            continue
+        if not all(_close(x, y, rtol, atol) for x, y in zip(a, b)):
+            changed.append(c)
+    if changed:
+        c = changed[0]
+        problems.append(
+            f"the log density differs from the stored run's at the initial values of {_chain_list(changed)} "
+            f"(chain {c}: {old_f[c][0]:.6g} stored, {new_f[c][0]:.6g} now, gradient norm {old_f[c][1]:.6g} "
+            f"stored, {new_f[c][1]:.6g} now): another model (e.g. another activation with the same parameter "
+            "shapes), likelihood, prior or log-density function"
+        )
+    return problems
+
+
 # ----------------------------------------------------------------------------- the store
 class RunStore:
-    def __init__(self, root: str | os.PathLike, config: dict):
+    """The run directory of one ``sample(..., output=...)`` call: created, or checked and resumed.
+
+    ``fingerprint`` (stored in ``config.json`` beside the configuration) identifies the data, the
+    chains' initial values and the log density at them (:func:`fingerprint_differences`); a
+    directory whose configuration or fingerprint differs is refused with what differs.
+    """
+
+    def __init__(self, root: str | os.PathLike, config: dict, fingerprint: dict | None = None):
         self.root = Path(root)
         self.config = json.loads(json.dumps(config, default=str))
+        self.fingerprint = None if fingerprint is None else json.loads(json.dumps(fingerprint))
         self.locks: dict[int, ChainLock] = {}
+        self.unchecked = False
         if self.root.exists() and not self.root.is_dir():
             raise BnnkitError(
                 f"output path {str(self.root)!r} is an existing file, not a directory; pass a directory path "
@@ -218,13 +392,28 @@ class RunStore:
         cfg_path = self.root / "config.json"
         if cfg_path.exists():
             old = _read_json(cfg_path)
-            if old != self.config:
-                diff = sorted(k for k in set(old) | set(self.config) if old.get(k) != self.config.get(k))
+            old_fp = old.pop("fingerprint", None)
+            diff = sorted(k for k in set(old) | set(self.config) if old.get(k) != self.config.get(k))
+            problems = fingerprint_differences(old_fp, self.fingerprint)
+            if diff or problems:
+                what = []
+                if diff:
+                    what.append(f"another configuration (differs in: {', '.join(diff)})")
+                what += problems
                 raise BnnkitError(
-                    f"output path {str(self.root)!r} already holds a run of another configuration "
-                    f"(differs in: {', '.join(diff)}). Pass a new output path, or delete that directory "
-                    "to start over."
+                    f"output path {str(self.root)!r} already holds a run of another configuration or posterior: "
+                    f"{'; '.join(what)}. Resuming would mix draws of two different runs. To start afresh, pass a "
+                    "new output path, or delete that directory (its draws are lost); to resume it, call "
+                    "bnnkit.sample with the same data, model, log density, init and settings as the stored run."
                 )
+            if old_fp is None and self.fingerprint is not None:
+                warnings.warn(
+                    f"{cfg_path} was written by a bnnkit without run fingerprints: resuming it cannot check that "
+                    "the data, the model and the initial values are the run's own. Pass a new output path to be "
+                    "sure.",
+                    stacklevel=3,
+                )
+            _remove_stale_tmp(self.root, any_pid=False)
         elif self.root.exists() and any(
             not p.name.startswith(("config.json", "chain_")) for p in self.root.iterdir()
         ):
@@ -233,12 +422,34 @@ class RunStore:
                 "or new directory."
             )
         else:
-            self.root.mkdir(parents=True, exist_ok=True)
-            _atomic_write_text(json.dumps(self.config, indent=2, sort_keys=True), cfg_path)
+            record = dict(self.config)
+            if self.fingerprint is not None:
+                record["fingerprint"] = self.fingerprint
+            try:
+                self.root.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                raise RunWriteError(
+                    f"cannot create the output directory {str(self.root)!r} ({type(err).__name__}: "
+                    f"{err.strerror or err}); pass an output path in a folder you can write to.",
+                    self.root,
+                ) from err
+            _remove_stale_tmp(self.root, any_pid=False)
+            try:
+                _atomic_write_text(json.dumps(record, indent=2, sort_keys=True), cfg_path)
+            except RunWriteError as err:
+                raise RunWriteError(
+                    f"cannot write {cfg_path} ({err.__cause__}); pass an output path in a folder you can "
+                    "write to.",
+                    cfg_path,
+                ) from err.__cause__
 
     @classmethod
-    def open(cls, root: str | os.PathLike) -> RunStore:
-        """An existing run directory, for reading (no configuration check)."""
+    def open(cls, root: str | os.PathLike, unchecked: bool = False) -> RunStore:
+        """An existing run directory, for reading (no configuration check).
+
+        ``unchecked``: read chunk files of a chain that has no index (nothing to check them
+        against) instead of refusing them.
+        """
         root = Path(root)
         cfg_path = root / "config.json"
         if not cfg_path.exists():
@@ -249,7 +460,9 @@ class RunStore:
         store = cls.__new__(cls)
         store.root = root
         store.config = _read_json(cfg_path)
+        store.fingerprint = store.config.get("fingerprint")
         store.locks = {}
+        store.unchecked = bool(unchecked)
         return store
 
     # ------------------------------------------------------------------ chains and locks
@@ -268,11 +481,19 @@ class RunStore:
 
     def chain_dir(self, chain: int) -> Path:
         d = self.root / f"chain_{chain:03d}"
-        d.mkdir(exist_ok=True)
+        try:
+            d.mkdir(exist_ok=True)
+        except OSError as err:
+            raise RunWriteError(
+                f"cannot create {d} ({type(err).__name__}: {err.strerror or err}); pass an output path in a "
+                "folder you can write to.",
+                d,
+            ) from err
         return d
 
     def lock(self, chains: list[int]) -> None:
-        """Take the write lock of each chain (all or none)."""
+        """Take the write lock of each chain (all or none), then remove the temporary files that a
+        killed writer left in the chains' directories (nobody else writes there now)."""
         taken = []
         try:
             for c in chains:
@@ -280,6 +501,8 @@ class RunStore:
                 lock.acquire()
                 taken.append(lock)
                 self.locks[c] = lock
+            for c in chains:
+                _remove_stale_tmp(self.chain_dir(c), any_pid=True)
         except BaseException:
             for lock in taken:
                 lock.release()
@@ -304,10 +527,14 @@ class RunStore:
         (self.chain_dir(chain) / "done").unlink(missing_ok=True)
 
     def mark_done(self, chain: int) -> None:
-        _atomic_write_text("ok\n", self.chain_dir(chain) / "done")
+        _atomic_write_text("ok\n", self.chain_dir(chain) / "done", self.root)
 
     def mark_diverged(self, chain: int, record: dict) -> None:
-        _atomic_write_text(json.dumps(record, indent=2), self.chain_dir(chain) / "diverged.json")
+        _atomic_write_text(json.dumps(record, indent=2), self.chain_dir(chain) / "diverged.json", self.root)
+
+    def write_stop(self, chain: int, report: dict) -> None:
+        """Why a run with a stopping rule ended (``stop.json`` of the unit's home chain)."""
+        _atomic_write_text(json.dumps(report, indent=1), self.chain_dir(chain) / "stop.json", self.root)
 
     def is_diverged(self, chain: int) -> bool:
         return (self.chain_dir(chain) / "diverged.json").exists()
@@ -329,12 +556,21 @@ class RunStore:
         return index
 
     def _write_index(self, chain: int, index: dict) -> None:
-        _atomic_write_text(json.dumps(index, indent=1), self._index_path(chain))
+        _atomic_write_text(json.dumps(index, indent=1), self._index_path(chain), self.root)
+
+    def _unindexed(self, chain: int) -> list[Path]:
+        """Chunk files of a chain that has no index: nothing says they are this run's own."""
+        d = self.chain_dir(chain)
+        if (d / INDEX).exists():
+            return []
+        return sorted(d.glob("draws_*.pt"))
 
     # ------------------------------------------------------------------ writing
     def write_chunk(self, chain: int, index: int, positions: Tensor, stats: dict[str, Tensor]) -> None:
         name = f"draws_{index:06d}.pt"
-        digest = _atomic_save({"positions": positions, "stats": stats}, self.chain_dir(chain) / name)
+        digest = _atomic_save(
+            {"positions": positions, "stats": stats}, self.chain_dir(chain) / name, self.root
+        )
         idx = self.read_index(chain)
         idx["chunks"] = [c for c in idx["chunks"] if c["file"] < name]
         idx["chunks"].append({"file": name, "sha256": digest, "draws": int(positions.shape[0])})
@@ -354,7 +590,7 @@ class RunStore:
         data["format"] = FORMAT
         name = f"checkpoint_{int(data['iteration']):09d}.pt"
         d = self.chain_dir(chain)
-        digest = _atomic_save(data, d / name)
+        digest = _atomic_save(data, d / name, self.root)
         idx = self.read_index(chain)
         entry = {"file": name, "sha256": digest, "iteration": int(data["iteration"])}
         entry["num_chunks"] = int(data["num_chunks"])
@@ -429,6 +665,12 @@ class RunStore:
     def _intact_prefix(self, chain: int, damage: list[str]) -> int:
         """How many chunks of ``chain``, from the first, are present and match the index."""
         d = self.chain_dir(chain)
+        foreign = self._unindexed(chain)
+        if foreign or ((d / "done").exists() and not (d / INDEX).exists()):
+            damage.append(
+                f"{d / INDEX} is missing, so the {len(foreign)} chunk file(s) in {d} cannot be checked as this "
+                "run's own"
+            )
         chunks = self.read_index(chain)["chunks"]
         for i, entry in enumerate(chunks):
             path = d / entry["file"]
@@ -452,17 +694,31 @@ class RunStore:
                 f.unlink()
         return sum(int(c["draws"]) for c in dropped)
 
+    def _refuse_unindexed(self, chain: int) -> None:
+        files = self._unindexed(chain)
+        if files and not self.unchecked:
+            d = self.chain_dir(chain)
+            raise RunDirectoryError(
+                f"{d} holds {len(files)} chunk file(s) but no {INDEX}, so nothing says they are this run's draws "
+                "(a copied-in or foreign file would be read as the chain's own). Resume the run with the same "
+                "bnnkit.sample call and output= to regenerate the chain, or, if you know the files are this "
+                "run's (e.g. written by bnnkit before format 2), read them with "
+                "bnnkit.load_samples(path, unchecked=True)."
+            )
+
     # ------------------------------------------------------------------ reading
     def chunk_files(self, chain: int) -> list[Path]:
         d = self.chain_dir(chain)
         if (d / INDEX).exists():
             return [d / c["file"] for c in self.read_index(chain)["chunks"]]
-        return sorted(d.glob("draws_*.pt"))  # a run written before format 2: no checksums
+        self._refuse_unindexed(chain)
+        return sorted(d.glob("draws_*.pt"))  # asked for unchecked: no checksums
 
     def _chunks(self, chain: int) -> Iterator[dict]:
         """The chain's chunks in order, each checked against the index (read once) as it loads."""
         d = self.chain_dir(chain)
-        if not (d / INDEX).exists():  # a run written before format 2: no checksums to check
+        if not (d / INDEX).exists():  # only when asked for: no checksums to check
+            self._refuse_unindexed(chain)
             for f in sorted(d.glob("draws_*.pt")):
                 yield _safe_load(f, mmap=True)
             return
@@ -551,12 +807,19 @@ class StoredSamples(Samples):
     against the run's index as it is read.
     """
 
-    def __init__(self, root: str | Path, chains: list[int], view: FlatView, config: dict[str, Any]):
+    def __init__(
+        self,
+        root: str | Path,
+        chains: list[int],
+        view: FlatView,
+        config: dict[str, Any],
+        unchecked: bool = False,
+    ):
         self.root = Path(root)
         self.chains = list(chains)
         self.view = view
         self.config = config
-        self._store = RunStore.open(self.root)
+        self._store = RunStore.open(self.root, unchecked=unchecked)
         per_chain = [self._store.read_stats(c) for c in self.chains]
         self.stats = {k: torch.stack([s[k] for s in per_chain]) for k in per_chain[0]}
         self._positions: Tensor | None = None
@@ -588,13 +851,17 @@ class StoredSamples(Samples):
         )
 
 
-def load_samples(root: str | os.PathLike, chains: list[int] | None = None) -> StoredSamples:
+def load_samples(
+    root: str | os.PathLike, chains: list[int] | None = None, *, unchecked: bool = False
+) -> StoredSamples:
     """Open the draws of a run directory lazily (see :class:`StoredSamples`).
 
     ``chains`` defaults to every finished chain, so the directory that the ranks of a
-    chain-parallel job wrote together reads back as one run.
+    chain-parallel job wrote together reads back as one run.  Every chunk is checked against
+    its chain's index; a chain whose index is missing is refused unless ``unchecked=True`` (you
+    know its chunk files are the run's own, e.g. a run written before format 2).
     """
-    store = RunStore.open(root)
+    store = RunStore.open(root, unchecked=unchecked)
     expected = int(store.config.get("num_chains", 0))
     done = store.done_chains()
     if chains is None:
@@ -616,4 +883,4 @@ def load_samples(root: str | os.PathLike, chains: list[int] | None = None) -> St
     if shapes is None:
         shapes = {"x": [int(first.shape[-1])]}
     view = FlatView({n: torch.empty(s, dtype=first.dtype) for n, s in shapes.items()})
-    return StoredSamples(root, chains, view, store.config)
+    return StoredSamples(root, chains, view, store.config, unchecked=unchecked)

@@ -16,16 +16,14 @@ still targets the posterior with its N(0, 1) prior.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import torch
 from torch import Tensor
 
 from .errors import BnnkitError, check_int_at_least, check_positive
+from .map_phase import map_phase
 from .posterior import Posterior
-
-MIN_CHECK_STEPS = 100  # early stopping: Adam steps between two held-out scores, at least
 
 
 def map_init(
@@ -75,7 +73,6 @@ def map_init(
         raise BnnkitError(f"start must be 'prior' or 'fan_in', got {start!r}.")
     if gradient not in ("exact", "stochastic"):
         raise BnnkitError(f"gradient must be 'exact' or 'stochastic', got {gradient!r}.")
-    target = posterior.target() if gradient == "stochastic" else None
     if holdout is not None and not (isinstance(holdout, float) and 0.0 < holdout <= 0.5):
         raise BnnkitError(f"holdout must be a fraction in (0, 0.5] or None, got {holdout!r}.")
     check_int_at_least("patience", patience, 1)
@@ -90,56 +87,25 @@ def map_init(
         raise BnnkitError(f"holdout={holdout} of {n} rows holds out no row; pass a larger fraction or None.")
 
     def init(chain: int, gen: torch.Generator) -> dict[str, Tensor]:
-        if start == "prior":
-            x0 = posterior.initial_position("prior", gen)
-        else:
-            x0 = fan_in_position(posterior, gen)
-        x = x0.detach().clone().requires_grad_(True)
-        opt = torch.optim.Adam([x], lr=lr)
-        fit_x, fit_y, held = inputs, targets, None
-        if holdout is not None:
-            perm = torch.randperm(n, generator=gen)
-            k = round(holdout * n)
-            held = (inputs[perm[:k]], targets[perm[:k]])
-            fit_x, fit_y = inputs[perm[k:]], targets[perm[k:]]
-        m = int(fit_x.shape[0])
-        full = batch_size is None or batch_size >= m
-        # one epoch of the fitted rows, and at least MIN_CHECK_STEPS: on a small set an epoch is a
-        # few steps and a held-out score of a few dozen rows is noisy from one to the next
-        every = max(1 if full else -(-m // batch_size), min(MIN_CHECK_STEPS, steps))
-        best, best_x, best_step, since, step = -math.inf, None, 0, 0, 0
-        while step < steps:
-            if full:
-                batch = (fit_x, fit_y)
-            else:
-                idx = torch.randint(m, (batch_size,), generator=gen)
-                batch = (fit_x[idx], fit_y[idx])
-            step += 1
-            opt.zero_grad(set_to_none=True)
-            if target is None:
-                loss = -posterior.log_prob_flat(x, batch)
-                loss.backward()
-            else:
-                _, g = target.estimate_grad(x.detach(), batch, gen)
-                x.grad = -g
-            opt.step()
-            if held is not None and (step % every == 0 or step == steps):
-                with torch.no_grad():  # mean held-out log-likelihood per row
-                    score = (
-                        float(posterior.log_likelihood_flat(x, held)) / posterior.scale(held) / len(held[1])
-                    )
-                if score > best:
-                    best, best_x, best_step, since = score, x.detach().clone(), step, 0
-                else:
-                    since += 1
-                    if since >= patience:
-                        break
-        if best_x is not None:
-            x = best_x
-        init.map_steps[chain] = (best_step if held is not None else step, step)
+        x0 = posterior.initial_position("prior", gen) if start == "prior" else fan_in_position(posterior, gen)
+        best, ran = map_phase(
+            posterior,
+            inputs,
+            targets,
+            x0.unsqueeze(0),
+            [gen],
+            steps=steps,
+            lr=lr,
+            batch_size=batch_size,
+            holdout=holdout,
+            patience=patience,
+            stochastic=gradient == "stochastic",
+        )
+        x = best[0]
+        init.map_steps[chain] = ran[0]
         if not torch.isfinite(x).all():
             raise BnnkitError(f"the MAP phase of chain {chain} diverged; lower lr (e.g. by 10x).")
-        return posterior.view.unravel(x.detach())
+        return posterior.view.unravel(x)
 
     init.map_steps = {}  # type: ignore[attr-defined]
 

@@ -172,6 +172,20 @@ class Minibatches(EpochStream):
         if hasattr(posterior, "check_data"):
             posterior.check_data(self._take(torch.arange(min(self.num_data, self.batch_size))))
 
+    def fingerprint(self) -> tuple[dict, Batch]:
+        """What identifies the stream's data (every row, and how it is batched), and a fixed batch
+        (its first ``batch_size`` rows) to evaluate the log density on; draws nothing and leaves the
+        stream's state alone (a run directory stores this to refuse a resume on other data)."""
+        desc = {
+            "stream": "Minibatches",
+            "batch_size": self.batch_size,
+            "shuffle": self.shuffle,
+            "drop_last": self.drop_last,
+            "tensors": self.tensors,
+        }
+        rows = torch.arange(min(self.num_data, self.batch_size), device=self.tensors[0].device)
+        return desc, self._take(rows)
+
 
 class LoaderStream:
     """Adapts a ``torch.utils.data.DataLoader`` to the stream interface.
@@ -240,6 +254,37 @@ class LoaderStream:
 
     def check(self, posterior: Any) -> None:
         _check_num_data(posterior, self.num_data)
+
+    def fingerprint(self, max_items: int = 64) -> tuple[dict, Batch]:
+        """What identifies the loader's data, and a fixed batch to evaluate the log density on.
+
+        Read from the dataset by index (a ``TensorDataset``: all its tensors; otherwise its size
+        and first ``max_items`` items), so the loader's generator, the global RNG and the stream's
+        position are left as they are, and a loader that shuffles gives the same fingerprint every
+        time.  The fixed batch is the loader's collation of the dataset's first ``batch_size`` items.
+        """
+        dataset = self.loader.dataset
+        bs = getattr(self.loader, "batch_size", None) or 1
+        desc: dict[str, Any] = {
+            "stream": "LoaderStream",
+            "dataset": type(dataset).__name__,
+            "num_data": self.num_data,
+            "batch_size": bs,
+            "drop_last": bool(getattr(self.loader, "drop_last", False)),
+        }
+        tensors = getattr(dataset, "tensors", None)
+        if isinstance(tensors, (tuple, list)) and all(isinstance(t, Tensor) for t in tensors):
+            desc["tensors"] = tuple(tensors)
+        else:
+            desc["items"] = [dataset[i] for i in range(min(self.num_data, max_items))]
+        collate = getattr(self.loader, "collate_fn", None)
+        items = [dataset[i] for i in range(min(self.num_data, bs))]
+        if collate is None:
+            from torch.utils.data import default_collate
+
+            collate = default_collate
+        batch = collate(items)
+        return desc, tuple(batch) if isinstance(batch, list) else batch
 
 
 def minibatches(data: Any, batch_size: int | None = None, **kwargs: Any) -> Minibatches | LoaderStream:

@@ -121,3 +121,31 @@ def test_stream_and_posterior_must_agree_on_n(num_data, message):
         bnnkit.sample(
             SGLD(1e-3), post, Minibatches(PROB.X, PROB.y, batch_size=5), num_samples=2, progress=False
         )
+
+
+def test_stream_fingerprints_name_the_data_and_leave_the_stream_as_it_was():
+    """A run directory identifies a stream's data by ``fingerprint()``: equal for equal data, other
+    for other rows or batching, and taking it changes neither the stream nor the loader's generator."""
+    from bnnkit.core.driver import _digest
+
+    s = Minibatches(PROB.X, PROB.y, batch_size=5)
+    gen = torch.Generator().manual_seed(0)
+    s.next(gen)
+    state = s.state_dict()
+    desc, batch = s.fingerprint()
+    assert s.state_dict() is not None and s.state_dict()["pos"] == state["pos"]
+    assert torch.equal(s.state_dict()["perm"], state["perm"])
+    assert torch.equal(batch[0], PROB.X[:5])
+    same = Minibatches(PROB.X.clone(), PROB.y.clone(), batch_size=5).fingerprint()[0]
+    assert _digest(desc) == _digest(same)
+    assert _digest(desc) != _digest(Minibatches(PROB.X, PROB.y, batch_size=6).fingerprint()[0])
+
+    lgen = torch.Generator().manual_seed(9)
+    loader = DataLoader(TensorDataset(PROB.X, PROB.y), batch_size=5, shuffle=True, generator=lgen)
+    stream = LoaderStream(loader)
+    before = lgen.get_state()
+    desc, batch = stream.fingerprint()
+    assert torch.equal(lgen.get_state(), before)
+    assert torch.equal(batch[0], PROB.X[:5])
+    global_shuffle = DataLoader(TensorDataset(PROB.X, PROB.y), batch_size=5, shuffle=False)
+    assert _digest(desc) == _digest(LoaderStream(global_shuffle).fingerprint()[0])  # the data, not the order
