@@ -170,6 +170,16 @@ def build_parser() -> argparse.ArgumentParser:
         "chain of 100 draws), 6 the protocol-6 ones (no csgld)",
     )
     uci.add_argument(
+        "--split-kind",
+        # bnnkit.data.splits.SPLIT_KINDS, not imported (tests/bench/test_uci_split_kinds.py checks they agree)
+        choices=("random", "gap", "tail"),
+        default="random",
+        help="random: the standard splits (the layout's index files); gap: one split per input dimension, the "
+        "middle third of the rows sorted by it held out (in-between uncertainty); tail: its top and bottom "
+        "sixths held out (extrapolation). Cells record the kind; --resume and --from-cells never mix kinds "
+        "(default: %(default)s)",
+    )
+    uci.add_argument(
         "--from-cells",
         default=None,
         metavar="JSONL",
@@ -384,6 +394,7 @@ def _bench_uci(args: argparse.Namespace) -> int:
         from_cells=args.from_cells,
         resume=args.resume,
         first_split=args.first_split,
+        split_kind=args.split_kind,
     )
     print(report["markdown"])
     print(f"wrote {args.out}/uci.md, uci.csv, uci.json and uci.png")

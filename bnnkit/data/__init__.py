@@ -8,8 +8,9 @@ from .download import data_dir, fetch
 from .minibatch import LoaderStream, Minibatches, minibatches
 from .mnist import load_mnist
 from .mushroom import load_mushroom
+from .splits import SPLIT_KINDS, gap_splits, tail_splits, write_split_layout
 from .toy import load_toy1d, toy1d_function
-from .uci import UCI_DATASETS, UCISplit, load_uci, uci_num_splits
+from .uci import UCI_DATASETS, UCISplit, load_uci, load_uci_columns, uci_num_splits
 
 __all__ = [
     "Minibatches",
@@ -18,6 +19,11 @@ __all__ = [
     "load_toy1d",
     "toy1d_function",
     "load_uci",
+    "load_uci_columns",
+    "gap_splits",
+    "tail_splits",
+    "write_split_layout",
+    "SPLIT_KINDS",
     "uci_num_splits",
     "UCISplit",
     "UCI_DATASETS",

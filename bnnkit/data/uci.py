@@ -9,7 +9,9 @@ Your own regression set runs the same way: put it in that layout under ``<root>/
 (any ``NAME`` that is not one of :data:`UCI_DATASETS`; ``n_splits.txt`` may be left out, the
 splits are then ``index_train_0.txt``, ``index_train_1.txt``, ... as far as they go) and pass
 ``NAME`` to :func:`load_uci`; every file is checked and an error names the one that is missing or
-malformed.  Arrays already in memory take :meth:`UCIData.from_arrays`.  The known sets' ``data.txt``
+malformed.  Arrays already in memory take :meth:`UCIData.from_arrays`; :func:`load_uci_columns` reads
+a set's raw inputs and target without any split (gap and tail splits, :mod:`bnnkit.data.splits`,
+are made from them).  The known sets' ``data.txt``
 is checked against its published SHA-256, on download and when read, so that a known name always
 means the published data (the benchmark sets published numbers beside it).
 
@@ -24,7 +26,7 @@ import operator
 import os
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -295,6 +297,64 @@ def load_uci(
     ``<root>/uci/<name>/`` (``download`` does not apply); a missing or malformed file is an error
     that names it.
     """
+    canonical, get = _layout_files(name, root, download)
+
+    try:
+        split_idx = operator.index(split)
+    except TypeError:
+        split_idx = None
+    if split_idx is None or isinstance(split, bool):
+        raise BnnkitError(f"split must be an integer, got {split!r}.")
+
+    num_splits = uci_num_splits(canonical, root, download)
+    if not 0 <= split_idx < num_splits:
+        raise BnnkitError(
+            f"split={split!r} is out of range for {canonical}: it has {num_splits} splits, so split must "
+            f"be in 0..{num_splits - 1}."
+        )
+
+    data, features, target, data_path = _read_columns(get)
+    n_rows = data.shape[0]
+    files = {f: get(f) for f in (f"index_train_{split_idx}.txt", f"index_test_{split_idx}.txt")}
+    train, test = (_load_ints(p) for p in files.values())
+    train_path, test_path = files.values()
+    for path, rows in ((train_path, train), (test_path, test)):
+        if rows.min() < 0 or rows.max() >= n_rows:
+            bad = int(rows[(rows < 0) | (rows >= n_rows)][0])
+            raise BnnkitError(
+                f"{path} refers to row {bad}, outside 0..{n_rows - 1} of {data_path} ({n_rows} rows); "
+                "the indices are 0-based row numbers."
+            )
+    shared = np.intersect1d(train, test)
+    if shared.size:
+        raise BnnkitError(
+            f"{train_path} and {test_path} share {shared.size} row(s) (e.g. {int(shared[0])}): a test row "
+            "must not be trained on."
+        )
+    return _standardised_split(
+        data[:, features], data[:, target], train, test, canonical, split_idx, num_splits, dtype
+    )
+
+
+def load_uci_columns(
+    name: str, root: str | os.PathLike[str] | None = None, download: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """The raw inputs ``x`` ``[n, d]`` and target ``y`` ``[n]`` (float64, original units) of the UCI
+    set ``name``: its ``data.txt`` read through ``index_features.txt`` and ``index_target.txt``,
+    checked as :func:`load_uci` checks them (a known set's ``data.txt`` against its published
+    SHA-256), without reading any split's index files (:mod:`bnnkit.data.splits` makes splits of
+    its own from them)."""
+    _, get = _layout_files(name, root, download)
+    data, features, target, _ = _read_columns(get)
+    return data[:, features], data[:, target]
+
+
+def _layout_files(
+    name: str, root: str | os.PathLike[str] | None, download: bool
+) -> tuple[str, Callable[[str], Path]]:
+    """The canonical name of the set ``name`` and ``file name -> path`` of its layout: a known
+    set's files fetched (``download``) and ``data.txt`` verified, an own folder's files checked to
+    be there (an error names the one that is missing)."""
     if is_known_uci(name):
         canonical = resolve_uci_name(name)
 
@@ -320,28 +380,18 @@ def load_uci(
                 )
             return path
 
-    try:
-        split_idx = operator.index(split)
-    except TypeError:
-        split_idx = None
-    if split_idx is None or isinstance(split, bool):
-        raise BnnkitError(f"split must be an integer, got {split!r}.")
+    return canonical, get
 
-    num_splits = uci_num_splits(canonical, root, download)
-    if not 0 <= split_idx < num_splits:
-        raise BnnkitError(
-            f"split={split!r} is out of range for {canonical}: it has {num_splits} splits, so split must "
-            f"be in 0..{num_splits - 1}."
-        )
 
+def _read_columns(get: Callable[[str], Path]) -> tuple[np.ndarray, np.ndarray, int, Path]:
+    """``data.txt`` ``[n, columns]``, the feature columns, the target column and the path of
+    ``data.txt``, read through ``get`` (:func:`_layout_files`) and checked: one target column,
+    every column index inside the table, the target not among the features."""
     data_path = get("data.txt")
     data = _load_table(data_path)
-    n_rows, n_cols = data.shape
-    files = {f: get(f) for f in ("index_features.txt", "index_target.txt")}
-    files |= {f: get(f) for f in (f"index_train_{split_idx}.txt", f"index_test_{split_idx}.txt")}
-    features, target, train, test = (_load_ints(p) for p in files.values())
-    f_path, t_path, train_path, test_path = files.values()
-
+    n_cols = data.shape[1]
+    f_path, t_path = get("index_features.txt"), get("index_target.txt")
+    features, target = _load_ints(f_path), _load_ints(t_path)
     if target.size != 1:
         raise BnnkitError(f"{t_path} must hold exactly one column index (the target), got {target}.")
     for path, cols in ((f_path, features), (t_path, target)):
@@ -354,22 +404,7 @@ def load_uci(
             f"{f_path} lists the target column {int(target[0])} (from {t_path}) as a feature: the network "
             "would see the answer; drop it from the features."
         )
-    for path, rows in ((train_path, train), (test_path, test)):
-        if rows.min() < 0 or rows.max() >= n_rows:
-            bad = int(rows[(rows < 0) | (rows >= n_rows)][0])
-            raise BnnkitError(
-                f"{path} refers to row {bad}, outside 0..{n_rows - 1} of {data_path} ({n_rows} rows); "
-                "the indices are 0-based row numbers."
-            )
-    shared = np.intersect1d(train, test)
-    if shared.size:
-        raise BnnkitError(
-            f"{train_path} and {test_path} share {shared.size} row(s) (e.g. {int(shared[0])}): a test row "
-            "must not be trained on."
-        )
-    return _standardised_split(
-        data[:, features], data[:, int(target[0])], train, test, canonical, split_idx, num_splits, dtype
-    )
+    return data, features, int(target[0]), data_path
 
 
 def _standardised_split(

@@ -4,7 +4,10 @@
 A cell carries what its numbers depend on beyond data set, split, method and seed: ``quick``, the
 tuning rule (``tuned``) and the protocol's version (under the key ``protocol``).  ``--resume`` and
 ``--from-cells`` take only cells that match the run in all of them (:func:`_same_run`), so cells of
-two protocols never meet in one table.  It also carries a checksum of its split's data
+two protocols never meet in one table.  It carries the kind of its split too (``split_kind``:
+``random``, the layout's index files, or ``gap`` / ``tail``, :mod:`bnnkit.data.splits`; a cell
+without one is ``random``): split 3 of one kind is not split 3 of another, so the kinds never meet
+either.  It also carries a checksum of its split's data
 (``data_sha256``: :func:`files_checksum`, :func:`arrays_checksum`); ``--resume`` refuses cells whose
 data differs from what the split holds now (:func:`check_resumed_data`), and ``--from-cells``
 refuses to join cells of one split computed on different data; the cells in ``docs/results/uci/`` (protocols 2 to 5)
@@ -95,8 +98,19 @@ def _settings(method: str, quick: bool, tune: bool, version: int = PROTOCOL) -> 
     }
 
 
-def _same_run(cell: dict[str, Any], seed: int, quick: bool, tune: bool, version: int = PROTOCOL) -> bool:
-    """Whether ``cell`` is what a run with these arguments (and this protocol version) writes for it."""
+def _same_run(
+    cell: dict[str, Any],
+    seed: int,
+    quick: bool,
+    tune: bool,
+    version: int = PROTOCOL,
+    *,
+    split_kind: str = "random",
+) -> bool:
+    """Whether ``cell`` is what a run with these arguments (and this protocol version and kind of
+    split) writes for it."""
+    if cell.get("split_kind", "random") != split_kind:
+        return False
     wanted = _settings(cell["method"], quick, tune, version)
     have = {k: cell.get(k, 1 if k == "protocol" else None) for k in wanted}
     if version >= 3 and have["protocol"] == 2 and cell.get("dataset") in NO_GP_SUBSET:
@@ -116,6 +130,8 @@ def _read_cells(
     quick: bool,
     tune: bool,
     version: int = PROTOCOL,
+    *,
+    split_kind: str = "random",
 ) -> list[dict[str, Any]]:
     """The cells of ``path`` that a run with these arguments writes, the latest line of each."""
     if not path.is_file():
@@ -125,12 +141,12 @@ def _read_cells(
     names = {uci_dataset_name(d) for d in datasets}
     latest: dict[tuple, dict[str, Any]] = {}  # a later line for the same cell (a rerun) supersedes
     asked = [c for c in read_records(path, log) if c.get("dataset") in names and c.get("method") in methods]
-    # Cells of another seed, mode, tuning rule or protocol are not this command's numbers.
-    lines = [c for c in asked if _same_run(c, seed, quick, tune, version)]
+    # Cells of another seed, mode, tuning rule, protocol or kind of split are not this command's numbers.
+    lines = [c for c in asked if _same_run(c, seed, quick, tune, version, split_kind=split_kind)]
     if len(lines) < len(asked):
         log(
-            f"{path}: left out {len(asked) - len(lines)} cell(s) of another seed, --quick/--tune setting "
-            "or protocol (they belong to another command's table)"
+            f"{path}: left out {len(asked) - len(lines)} cell(s) of another seed, --quick/--tune setting, "
+            "protocol or --split-kind (they belong to another command's table)"
         )
     for c in lines:
         latest[(c["dataset"], c["split"], c["method"])] = c
@@ -152,6 +168,8 @@ def _read_cells(
             )
     if not cells:
         raise BnnkitError(
-            f"{path} holds no cell of datasets {sorted(names)} and methods {list(methods)}; check the arguments."
+            f"{path} holds no cell of datasets {sorted(names)} and methods {list(methods)}"
+            + (f" with --split-kind {split_kind}" if split_kind != "random" else "")
+            + "; check the arguments."
         )
     return cells

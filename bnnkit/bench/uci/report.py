@@ -115,6 +115,9 @@ def _mean_se(values: Sequence[float]) -> tuple[float, float]:
     return m, math.sqrt(var / n)
 
 
+mean_se = _mean_se  # the public name (experiments/ and benchmarks/ use it)
+
+
 def _write(out: Path, report: dict[str, Any], cells: list[dict[str, Any]]) -> None:
     (out / "uci.json").write_text(json.dumps(report, indent=2, default=float))
     with (out / "uci.csv").open("w", newline="") as f:
@@ -141,6 +144,7 @@ def _plot(path: Path, report: dict[str, Any]) -> None:
     import matplotlib.pyplot as plt
 
     summary = report["summary"]
+    standard = report.get("split_kind", "random") == "random"  # the paper's numbers are of random splits
     # a data set with no finished cell (a stopped run) gets no empty panel
     names = [n for n in summary if any("rmse_std" in v for v in summary[n].values())] or list(summary)
     fig, axes = plt.subplots(len(names), 2, figsize=(10, 0.5 + 0.42 * len(report["methods"]) * len(names) + 0.8),
@@ -158,7 +162,7 @@ def _plot(path: Path, report: dict[str, Any]) -> None:
             se = [summary[name][m][key][1] for m in methods]
             se = [0.0 if math.isnan(e) else e for e in se]  # one split: no standard error
             ax.errorbar(mean, list(ys), xerr=se, fmt="o", color="tab:blue", capsize=3, label="bnnkit")
-            px = [(paper.get(name, {}).get(m) or (None,))[0] for m in methods]
+            px = [(paper.get(name, {}).get(m) or (None,))[0] if standard else None for m in methods]
             pts = [(x, y) for x, y in zip(px, ys) if x is not None]
             if pts:
                 ax.plot([x for x, _ in pts], [y for _, y in pts], "x", color="tab:red", ms=8, label="paper")
@@ -186,11 +190,16 @@ def _report(
     *,
     command: str | None = None,
     root: str | Path | None = None,
+    split_kind: str = "random",
 ) -> dict[str, Any]:
     """The report of ``cells`` (a dict with the markdown table, a summary per data set and method,
     the protocol and the cells).  ``command`` replaces the ``bnnkit bench uci`` command line the
     report names (the in-memory entry point names its call); ``root`` is named as ``--data`` where
-    a data set is the user's own folder (the known sets are found by name)."""
+    a data set is the user's own folder (the known sets are found by name).  ``split_kind`` is the
+    cells' kind of split: the paper's and the published numbers, of the standard random splits,
+    are shown beside random splits only.  The table has a column of 95 % interval coverage where
+    the cells report it (``coverage_95``)."""
+    standard = split_kind == "random"  # the paper's and published numbers are of these splits
     requested = list(methods) if requested is None else list(requested)
     aliased = {ALIASES[m]: m for m in requested if m in ALIASES}  # e.g. {"nuts": "hmc"}
     own_data = root is not None and not all(is_known_uci(d) for d in datasets)
@@ -201,6 +210,7 @@ def _report(
         + (" --quick" if quick else "")
         + (" --tune" if cfg.get("tune") else "")
         + (f" --seed {seed}" if seed else "")
+        + ("" if standard else f" --split-kind {split_kind}")
     )
     adaptive = [m for m in methods if m in adaptive_methods(cfg["version"])] if cfg.get("adaptive") else []
     sg_run = {m: cfg["step_size"][m] for m in methods if m in SG_METHODS and m not in adaptive}
@@ -310,19 +320,41 @@ def _report(
     )
     summary: dict[str, Any] = {}
     shown: dict[str, dict[str, dict[str, tuple[float, float]]]] = {}  # published rows in the table
+    coverage = any(c.get("coverage_95") is not None for c in cells)
+    # the splits run: fewer than asked where a set has fewer (protein's 5 standard ones; gap and tail
+    # splits, one per input dimension)
+    ran = max(
+        [len({c["split"] for c in cells if c["dataset"] == uci_dataset_name(d)}) for d in datasets] or [0]
+    )
+    ran = ran or splits - first_split
+    kind_note = {
+        "gap": "Gap splits (in-between uncertainty, Foong et al. 2019): split s holds out the middle third of the "
+        "rows sorted by one input dimension (`bnnkit.data.splits`; one split per dimension that gives one, "
+        "the cells' `split_dim`); the paper's numbers are of random splits and are not shown.",
+        "tail": "Tail splits (extrapolation): split s holds out the top and bottom sixths of the rows sorted by one "
+        "input dimension (`bnnkit.data.splits`; one split per dimension that gives one, the cells' `split_dim`); "
+        "the paper's numbers are of random splits and are not shown.",
+    }
     lines = [
-        f"# UCI regression ({'quick mode: a smoke test, not results' if quick else 'full protocol'})",
+        f"# UCI regression ({'quick mode: a smoke test, not results' if quick else 'full protocol'})"
+        + ("" if standard else f", {split_kind} splits"),
         "",
+        *([kind_note[split_kind]] if split_kind in kind_note else []),
         f"Command: `{cmd}`; split s uses seed {seed} + s. Mean +- standard error over "
         + (
             "the splits present (see below)."
             if rebuilt
-            else f"{splits - first_split} split(s)"
-            + (f" ({first_split}-{splits - 1})." if first_split else ".")
+            else f"{ran} split(s)" + (f" ({first_split}-{first_split + ran - 1})." if first_split else ".")
         ),
-        "RMSE/NLL in standardised units (the paper's scale) and in original units. Paper: Table 2/3 of",
-        "Wu, Xuan & Lu (mean +- sd over their 10 random splits; their step sizes, thinning and noise",
-        "model are unknown, so a difference may come from protocol, not method).",
+        *(
+            [
+                "RMSE/NLL in standardised units (the paper's scale) and in original units. Paper: Table 2/3 of",
+                "Wu, Xuan & Lu (mean +- sd over their 10 random splits; their step sizes, thinning and noise",
+                "model are unknown, so a difference may come from protocol, not method).",
+            ]
+            if standard
+            else ["RMSE/NLL in standardised units (the training rows' mean and sd) and in original units."]
+        ),
         *[
             f"`{a}` is an alias of `{t}`: the gold standard is run with NUTS (full-batch No-U-Turn HMC, "
             f"{cfg['nuts'].get('chains', 1)} chain(s), each {cfg['nuts']['warmup']} warm-up steps and "
@@ -347,10 +379,21 @@ def _report(
             if rebuilt
             else []
         ),
+        *(
+            [
+                "Coverage: the share of test targets inside the central 95 % predictive interval (a Gaussian "
+                "with the predictive's mean and total variance); 0.95 is calibrated."
+            ]
+            if coverage
+            else []
+        ),
         "",
-        "| dataset | method | RMSE (std.) | paper RMSE | NLL (std.) | paper NLL | RMSE (orig.) | NLL (orig.) | s/split |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| dataset | method | RMSE (std.) | paper RMSE | NLL (std.) | paper NLL | RMSE (orig.) | NLL (orig.) | "
+        + ("95% coverage | " if coverage else "")
+        + "s/split |",
+        "|---|---|---|---|---|---|---|---|" + ("---|" if coverage else "") + "---|",
     ]
+    dashes = "- | " * (5 + coverage)  # the columns between the note and s/split of an empty row
     for ds in datasets:
         name = uci_dataset_name(ds)
         for m in methods:
@@ -361,17 +404,19 @@ def _report(
             diverged = len(every) - len(sel)
             if not every:  # a stopped run that never reached this method
                 summary.setdefault(name, {})[m] = {"finished_splits": 0}
-                lines.append(f"| {name} | {label} | no finished split | - | - | - | - | - | - |")
+                lines.append(f"| {name} | {label} | no finished split | {dashes}- |")
                 continue
             if not sel:
                 summary.setdefault(name, {})[m] = {"diverged": diverged}
-                lines.append(
-                    f"| {name} | {label} | diverged in all {diverged} split(s) | - | - | - | - | - | - |"
-                )
+                lines.append(f"| {name} | {label} | diverged in all {diverged} split(s) | {dashes}- |")
                 continue
             stats = {
                 k: _mean_se([c[k] for c in sel]) for k in ("rmse_std", "nll_std", "rmse", "nll", "seconds")
             }
+            covered = [c["coverage_95"] for c in sel if c.get("coverage_95") is not None]
+            covered = [v for v in covered if math.isfinite(v)]
+            if covered:
+                stats["coverage_95"] = _mean_se(covered)
             stats["diverged"] = diverged
             rhats = [c["rhat"] for c in sel if c.get("rhat") is not None]
             if rhats:  # protocol 4's convergence-checked cells
@@ -387,8 +432,8 @@ def _report(
                 stats["peaks_kept"] = {str(p): kept.count(p) for p in sorted(set(kept), key=str)}
                 stats["ladder_runs"] = sum(len(c["ladder"]) for c in ladders)
             summary.setdefault(name, {})[m] = stats
-            p_r = PAPER["rmse"].get(name, {}).get(m)
-            p_n = PAPER["nll"].get(name, {}).get(m)
+            p_r = PAPER["rmse"].get(name, {}).get(m) if standard else None
+            p_n = PAPER["nll"].get(name, {}).get(m) if standard else None
 
             def f(t):
                 return f"{t[0]:.3f} +- {t[1]:.3f}" if t[1] == t[1] else f"{t[0]:.3f}"
@@ -398,16 +443,20 @@ def _report(
             lines.append(
                 f"| {name} | {label} | {f(stats['rmse_std'])} | {f'{p_r[0]:.2f} +- {p_r[1]:.2f}' if p_r else '-'} | "
                 f"{f(stats['nll_std'])} | {f'{p_n[0]:.2f} +- {p_n[1]:.2f}' if p_n else '-'} | "
-                f"{f(stats['rmse'])} | {f(stats['nll'])} | {stats['seconds'][0]:.0f} |"
+                f"{f(stats['rmse'])} | {f(stats['nll'])} | "
+                + ((f(stats["coverage_95"]) if "coverage_95" in stats else "-") + " | " if coverage else "")
+                + f"{stats['seconds'][0]:.0f} |"
             )
         # Published original-unit numbers on the same splits, as rows of their own (their networks and
         # splits counts differ from ours: anchors, not a like-for-like comparison).  None for own sets.
-        anchors = _published_anchors(name)
+        anchors = _published_anchors(name) if standard else {}
         if anchors:
             shown[name] = anchors
         for pm, pub in anchors.items():
             lines.append(
-                f"| {name} | published {pm} | - | - | - | - | {_pub(pub.get('rmse'))} | {_pub(pub.get('nll'))} | - |"
+                f"| {name} | published {pm} | - | - | - | - | {_pub(pub.get('rmse'))} | {_pub(pub.get('nll'))} | "
+                + ("- | " if coverage else "")
+                + "- |"
             )
     converged = [
         f"{name} {m}: median {st['rhat_median']:.2f}, {st['rhat_at_most_1.1']} of {st['rhat_cells']} cells <= 1.1"
@@ -448,6 +497,7 @@ def _report(
         "methods": list(methods),
         "aliases": {a: t for t, a in aliased.items()},
         "quick": quick,
+        "split_kind": split_kind,
         "protocol": protocol,
         "summary": summary,
         # data set -> method -> {"rmse": (mean, spread), "nll": ...}, original units; sources in SOURCES

@@ -22,7 +22,16 @@ import torch
 
 from ...core.errors import BnnkitError
 from ...data.download import resolve_root
-from ...data.uci import UCIData, UCISplit, is_known_uci, load_uci, uci_dataset_name, uci_num_splits
+from ...data.splits import check_split_kind, split_dims, split_rows
+from ...data.uci import (
+    UCIData,
+    UCISplit,
+    is_known_uci,
+    load_uci,
+    load_uci_columns,
+    uci_dataset_name,
+    uci_num_splits,
+)
 from ..records import output_folder
 from .inference import _run_method, predictive, test_scores
 from .protocol import (
@@ -60,13 +69,17 @@ class _Source:
     """Where a data set's splits come from: a UCI-layout folder (:func:`load_uci`) or arrays
     (:class:`~bnnkit.data.uci.UCIData`).  ``num_splits`` is read when first needed, so a run of
     known sets needs only the files of the splits it runs.  ``checksum(split)`` is the split's data
-    checksum that its cells carry (``--resume`` compares it); ``where`` names the data in messages."""
+    checksum that its cells carry (``--resume`` compares it); ``where`` names the data in messages;
+    ``kind`` is the kind of split (:data:`~bnnkit.data.splits.SPLIT_KINDS`) and ``dim(split)`` the
+    input dimension a gap or tail split holds out a region of (None for the other kinds)."""
 
     name: str
     num_splits: Callable[[], int]
     load: Callable[[int], UCISplit]
     checksum: Callable[[int], str]
     where: str
+    kind: str = "random"
+    dim: Callable[[int], int | None] = lambda split: None
 
 
 def _folder_source(dataset: str, root: str | None) -> _Source:
@@ -92,12 +105,61 @@ def _folder_source(dataset: str, root: str | None) -> _Source:
     )
 
 
-def _arrays_source(data: UCIData) -> _Source:
+folder_source = _folder_source  # the public name (experiments/ and benchmarks/ use it)
+
+
+def _kind_source(dataset: str, root: str | None, kind: str) -> _Source:
+    """The ``kind`` (gap or tail) splits of a UCI-layout set, made from its ``data.txt`` and
+    feature columns (:func:`bnnkit.data.splits.split_rows`; the folder's own index files are not
+    read).  A split's checksum covers the layout's data files, the kind and its rows."""
+    name = uci_dataset_name(dataset)
+    folder = resolve_root(root) / "uci" / name
+    held: dict[str, Any] = {}  # read and split once, when first needed
+
+    def data() -> UCIData:
+        if not held:
+            x, y = load_uci_columns(name, root=root)
+            held["data"] = UCIData.from_arrays(x, y, split_rows(x, kind), name=name)
+            held["dims"] = split_dims(x, kind)
+            files = ("data.txt", "index_features.txt", "index_target.txt")
+            held["files"] = files_checksum([folder / f for f in files])
+        return held["data"]
+
+    def checksum(split: int) -> str:
+        train, test = data().splits[split]
+        return _rows_checksum(held["files"], kind, train, test)
+
+    def dim(split: int) -> int:
+        data()
+        return held["dims"][split]
+
+    return _Source(
+        name=name,
+        num_splits=lambda: data().num_splits,
+        load=lambda split: data().split(split),
+        checksum=checksum,
+        where=f"{folder}/ ({kind} splits)",
+        kind=kind,
+        dim=dim,
+    )
+
+
+def _rows_checksum(base: str, kind: str, train: np.ndarray, test: np.ndarray) -> str:
+    """A split's data checksum from ``base`` (the checksum of its data), the kind of split and
+    its rows; a random split's leaves the kind out, as cells written before kinds were recorded."""
+    parts: list[Any] = [np.frombuffer(bytes.fromhex(base), dtype=np.uint8)]
+    if kind != "random":
+        parts.append(np.frombuffer(kind.encode(), dtype=np.uint8))
+    return arrays_checksum(*parts, train, test)
+
+
+def _arrays_source(data: UCIData, kind: str = "random") -> _Source:
     base = arrays_checksum(data.x, data.y)
+    dims = split_dims(data.x, kind) if kind != "random" else None
 
     def checksum(split: int) -> str:
         train, test = data.splits[split]
-        return arrays_checksum(np.frombuffer(bytes.fromhex(base), dtype=np.uint8), train, test)
+        return _rows_checksum(base, kind, train, test)
 
     return _Source(
         name=data.name,
@@ -105,6 +167,8 @@ def _arrays_source(data: UCIData) -> _Source:
         load=data.split,
         checksum=checksum,
         where="the arrays given",
+        kind=kind,
+        dim=lambda split: None if dims is None else dims[split],
     )
 
 
@@ -123,6 +187,7 @@ def run_uci(
     resume: bool = False,
     first_split: int = 0,
     protocol: UCIProtocol | None = None,
+    split_kind: str = "random",
 ) -> dict[str, Any]:
     """Run ``methods`` on ``datasets`` for the first ``splits`` splits; write tables, JSON and
     ``uci.png`` (RMSE and NLL per method and data set, the paper's numbers marked).
@@ -153,10 +218,19 @@ def run_uci(
 
     ``protocol`` replaces the bench's (:data:`~bnnkit.bench.uci.protocol.FULL_PROTOCOL`, or
     ``QUICK_PROTOCOL`` with ``quick``); one that differs from it must carry another ``version``.
+
+    ``split_kind`` picks the splits: ``"random"``, the layout's own index files (the standard
+    splits of the known sets), or ``"gap"`` / ``"tail"``, one split per input dimension made from
+    the set's data by :mod:`bnnkit.data.splits` (the middle third of the rows sorted by it held
+    out, or its top and bottom sixths; a dimension with nothing of its own held out is skipped, so
+    a set has at most ``d`` of them).  Every cell records its ``split_kind``; ``resume`` and
+    ``from_cells`` take only cells of the run's kind.  Every cell also reports ``coverage_95``, the
+    share of test targets inside the central 95 % predictive interval.
     """
     requested = list(methods)
     cfg = _config(protocol, quick, tune)
     methods = canonical_methods(requested, METHODS, cfg["version"])
+    check_split_kind(split_kind)
     _check_splits(splits, first_split)
     names = [uci_dataset_name(d) for d in datasets]  # an own set's name is checked before anything runs
     if from_cells is not None:
@@ -166,24 +240,51 @@ def run_uci(
             )
         if first_split:
             raise BnnkitError("from_cells rebuilds the tables from every split present: drop first_split.")
-        cells = _read_cells(Path(from_cells), datasets, methods, log, seed, quick, tune, cfg["version"])
+        cells = _read_cells(
+            Path(from_cells), datasets, methods, log, seed, quick, tune, cfg["version"], split_kind=split_kind
+        )
         out = output_folder(out, OUTPUT_MARKS, "bnnkit bench uci")
         report = _report(
-            cells, datasets, methods, splits, quick, seed, cfg, requested, rebuilt=True, root=root
+            cells,
+            datasets,
+            methods,
+            splits,
+            quick,
+            seed,
+            cfg,
+            requested,
+            rebuilt=True,
+            root=root,
+            split_kind=split_kind,
         )
         _write(out, report, cells)
         return report
-    for name in names:  # an own folder's layout is checked before anything runs or is written
-        if not is_known_uci(name):
-            for split in range(first_split, min(splits, uci_num_splits(name, root=root))):
-                load_uci(name, split, root=root)
+    if split_kind == "random":
+        sources = [_folder_source(n, root) for n in names]
+        for name in names:  # an own folder's layout is checked before anything runs or is written
+            if not is_known_uci(name):
+                for split in range(first_split, min(splits, uci_num_splits(name, root=root))):
+                    load_uci(name, split, root=root)
+    else:
+        sources = [_kind_source(n, root, split_kind) for n in names]
+        for source in sources:  # each set's data is read and split before anything runs or is written
+            source.num_splits()
     out = output_folder(out, OUTPUT_MARKS, "bnnkit bench uci")  # before anything runs or is written
-    sources = [_folder_source(n, root) for n in names]
     cells = _run_cells(
         sources, methods, cfg, splits, first_split, out, quick, seed, progress, log, tune, resume
     )
     report = _report(
-        cells, datasets, methods, splits, quick, seed, cfg, requested, first_split=first_split, root=root
+        cells,
+        datasets,
+        methods,
+        splits,
+        quick,
+        seed,
+        cfg,
+        requested,
+        first_split=first_split,
+        root=root,
+        split_kind=split_kind,
     )
     _write(out, report, cells)
     return report
@@ -205,6 +306,7 @@ def run_uci_arrays(
     resume: bool = False,
     test_fraction: float = 0.1,
     protocol: UCIProtocol | None = None,
+    split_kind: str = "random",
 ) -> dict[str, Any]:
     """The UCI benchmark's protocol on a regression set held in memory: the report, records, tables
     and plot that :func:`run_uci` writes for a UCI-layout folder, from ``x`` ``[n, d]`` and ``y``
@@ -216,7 +318,9 @@ def run_uci_arrays(
     one per data set: ``resume`` reuses the cells in ``out/uci_cells.jsonl`` of this name, seed,
     mode and protocol; a known set's name is refused).  Each split is standardised with its training
     statistics; the metrics are given in standardised and original units.  ``methods`` defaults to
-    the command line's.  The other arguments are those of :func:`run_uci`.
+    the command line's.  ``split_kind="gap"`` or ``"tail"`` makes the splits by input dimension
+    instead (:mod:`bnnkit.data.splits`; ``splits`` is then left at its default or a number, the
+    most of them to run).  The other arguments are those of :func:`run_uci`.
 
     Example::
 
@@ -234,9 +338,19 @@ def run_uci_arrays(
             f"name={name!r} is a known UCI data set; arrays in memory run under a name of their own "
             "(run_uci runs the known sets from their checksummed files)."
         )
-    data = UCIData.from_arrays(x, y, splits, name=name, test_fraction=test_fraction, seed=seed)
+    check_split_kind(split_kind)
+    if split_kind == "random":
+        data = UCIData.from_arrays(x, y, splits, name=name, test_fraction=test_fraction, seed=seed)
+    else:
+        if isinstance(splits, bool) or not isinstance(splits, (int, np.integer)) or splits < 1:
+            raise BnnkitError(
+                f"with split_kind={split_kind!r} the splits are made by input dimension: splits must be a "
+                f"number (the most of them to run), got {splits!r}."
+            )
+        pairs = split_rows(x, split_kind)[: int(splits)]
+        data = UCIData.from_arrays(x, y, pairs, name=name)
     out = output_folder(out, OUTPUT_MARKS, "bnnkit bench uci")
-    source = _arrays_source(data)
+    source = _arrays_source(data, split_kind)
     n = data.num_splits
     cells = _run_cells([source], methods, cfg, n, 0, out, quick, seed, progress, log, tune, resume)
     command = (
@@ -245,11 +359,14 @@ def run_uci_arrays(
         + (", quick=True" if quick else "")
         + (", tune=True" if tune else "")
         + (f", seed={seed}" if seed else "")
+        + (f", split_kind={split_kind!r}" if split_kind != "random" else "")
         + ")"
         + ("" if isinstance(splits, int) else " with the caller's splits")
         + f" on {data.x.shape[0]} rows x {data.x.shape[1]} inputs"
     )
-    report = _report(cells, [data.name], methods, n, quick, seed, cfg, requested, command=command)
+    report = _report(
+        cells, [data.name], methods, n, quick, seed, cfg, requested, command=command, split_kind=split_kind
+    )
     _write(out, report, cells)
     return report
 
@@ -274,6 +391,9 @@ def _config(protocol: UCIProtocol | None, quick: bool, tune: bool) -> dict[str, 
     return protocol.config(tune)
 
 
+bench_config = _config  # the public name (experiments/ and benchmarks/ use it)
+
+
 def _run_cells(
     sources: Sequence[_Source],
     methods: Sequence[str],
@@ -290,18 +410,31 @@ def _run_cells(
 ) -> list[dict[str, Any]]:
     """Run every missing cell of ``sources`` x splits ``first_split..splits-1`` x ``methods``; each
     finished cell is appended to ``out/uci_cells.jsonl`` at once, so a stop loses only the cell in
-    progress.  Returns the cells, resumed ones included, in data set, split, method order."""
+    progress.  Returns the cells, resumed ones included, in data set, split, method order.
+    The sources are of one kind of split (``source.kind``): cells of another are never resumed."""
     from ...functional import GPPrior
 
     version = cfg["version"]
+    kinds = {source.kind for source in sources}
+    if len(kinds) > 1:  # pragma: no cover - the entry points build sources of one kind
+        raise BnnkitError(f"one run runs one kind of split, got {sorted(kinds)}.")
+    kind = kinds.pop() if kinds else "random"
     cells: list[dict[str, Any]] = []
     partial = out / CELLS_FILE  # one line per finished cell: nothing is lost if a run stops
     done: dict[tuple, dict[str, Any]] = {}
     if resume and partial.is_file():
         kept = read_records(partial, log)
+        other_kind = 0
         for c in kept:
-            if _same_run(c, seed, quick, tune, version):
+            if _same_run(c, seed, quick, tune, version, split_kind=kind):
                 done[(c["dataset"], c["split"], c["method"])] = c
+            elif c.get("split_kind", "random") != kind:
+                other_kind += 1
+        if other_kind:
+            log(
+                f"{partial}: {other_kind} cell(s) of other kinds of split than {kind!r} are kept in the file "
+                "but not resumed (their split numbers are other splits)"
+            )
         # before anything runs or is written: a kept cell of data that has changed is refused
         _check_resumed(done, sources, methods, splits, first_split, partial, log)
         partial.write_text("".join(json.dumps(c) + "\n" for c in kept))  # drop a line cut short
@@ -311,7 +444,12 @@ def _run_cells(
         name = source.name
         available = source.num_splits()
         if splits > available:  # protein has 5 standard splits, the others 20
-            log(f"{name} has only {available} standard splits: splits {available}-{splits - 1} are skipped.")
+            what = (
+                "standard splits"
+                if kind == "random"
+                else f"{kind} splits (one per input dimension that gives one)"
+            )
+            log(f"{name} has only {available} {what}: splits {available}-{splits - 1} are skipped.")
         for split in range(first_split, min(splits, available)):
             todo = [m for m in methods if (name, split, m) not in done]
             for m in methods:
@@ -340,13 +478,17 @@ def _run_cells(
                 t0 = time.perf_counter()
                 post, s = _run_method(method, data, cfg, noise, gp, seed + split, progress)
                 seconds = time.perf_counter() - t0
+                pred = predictive(post, s, data.x_test)
                 cell = {
                     "dataset": name,
                     "split": split,
                     "method": method,
                     "seed": seed + split,
                     DATA_KEY: digest,
-                    **test_scores(predictive(post, s, data.x_test), data),
+                    "split_kind": kind,
+                    "split_dim": source.dim(split),
+                    **test_scores(pred, data),
+                    "coverage_95": interval_coverage(pred, data.y_test),
                     "seconds": seconds,
                     "gp_fit_seconds": gp_seconds,
                     "noise_std_standardised": noise,
@@ -395,6 +537,21 @@ def _run_cells(
     return cells
 
 
+def interval_coverage(pred: Any, y: torch.Tensor, level: float = 0.95) -> float | None:
+    """The share of targets ``y`` inside the central ``level`` interval of the predictive ``pred``
+    (``pred.interval(level)``: a Gaussian with the predictive's mean and total variance, for the
+    samplers' mixtures as for Laplace); None where the predictive offers no interval, nan where its
+    bounds are not finite (a diverged chain).  The share is the same in standardised and original
+    units."""
+    if not callable(getattr(pred, "interval", None)):
+        return None
+    lo, hi = pred.interval(level)
+    if not (bool(torch.isfinite(lo).all()) and bool(torch.isfinite(hi).all())):
+        return float("nan")
+    y = y.to(lo.dtype)
+    return float(((y >= lo) & (y <= hi)).to(torch.float64).mean())
+
+
 def _check_resumed(
     done: dict[tuple, dict[str, Any]],
     sources: Sequence[_Source],
@@ -425,7 +582,7 @@ def _check_resumed(
 def _fit_split_gp(gp: Any, data: UCISplit, cfg: dict[str, Any], seed: int) -> dict[str, Any]:
     """Fit ``gp`` (the split's RBF ``GPPrior``) to the split's training rows as every functional
     cell of the split gets it (``seed``: the cells', ``seed + split``); returns ``gp.fit``'s report.
-    ``benchmarks/uci_gp_regression.py`` predicts with the same fit."""
+    ``experiments/uci_gp_regression.py`` predicts with the same fit."""
     return gp.fit(
         data.x_train,
         data.y_train,
@@ -436,10 +593,16 @@ def _fit_split_gp(gp: Any, data: UCISplit, cfg: dict[str, Any], seed: int) -> di
     )
 
 
+fit_split_gp = _fit_split_gp  # the public name (experiments/ and benchmarks/ use it)
+
+
 def _gp_noise_sd(fitted: dict[str, Any], cfg: dict[str, Any]) -> float:
     """The noise sd (standardised units) of :func:`_fit_split_gp`'s fit, floored at the protocol's
     ``noise_floor``: the VI baselines' fixed noise."""
     return max(math.sqrt(fitted["noise_variance"]), cfg["noise_floor"])
+
+
+gp_noise_sd = _gp_noise_sd  # the public name (experiments/ and benchmarks/ use it)
 
 
 def _subsample(data: UCISplit, rows: int) -> UCISplit:
