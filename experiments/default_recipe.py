@@ -26,9 +26,16 @@ from bnnkit.bench.models import mlp
 from bnnkit.data import load_uci
 
 VARIANTS = {
-    # shorter sampling phase: a quarter of the steps after the warm start
-    "short": dict(burn_in=500, draws=50, thin=25),
-    "short8": dict(burn_in=500, draws=50, thin=25, chains=8),
+    # the MAP phase stops after 10 held-out scores without improvement (20 in the default) and the
+    # sampling phase is a quarter as long (500 burn-in steps, 50 draws thinned by 25)
+    "p10s": dict(map_patience=10, burn_in=500, draws=50, thin=25),
+    # the same with 8 chains: more modes in the predictive
+    "p10s8": dict(map_patience=10, burn_in=500, draws=50, thin=25, chains=8),
+    # the noise sd held at the MAP phase's held-out RMSE instead of sampled
+    "hnoise": dict(noise="heldout"),
+    "hnoise_p10s8": dict(noise="heldout", map_patience=10, burn_in=500, draws=50, thin=25, chains=8),
+    # the sequential MAP phase (one chain after another), otherwise the default
+    "seqmap": dict(vectorized_map=False),
 }
 
 

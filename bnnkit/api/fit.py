@@ -41,8 +41,9 @@ def fit(
         data: ``(inputs, targets)`` as tensors or NumPy arrays, or a ``torch.utils.data.DataLoader``
             yielding such pairs (its rows are read once; its ``batch_size`` becomes the minibatch).
         method: ``"default"`` (the benchmarks' default sampler recipe,
-            :mod:`bnnkit.api.recipe`) or one of ``"sghmc"``, ``"nuts"``, ``"hmc"``, ``"laplace"``,
-            ``"mcdropout"``, ``"ensemble"``, ``"bbb"``.
+            :mod:`bnnkit.api.recipe`) or one of ``"sghmc"``, ``"fsgld"``, ``"fsghmc"`` (a GP prior
+            on the outputs), ``"nuts"``, ``"hmc"``, ``"laplace"``, ``"mcdropout"``, ``"ensemble"``,
+            ``"bbb"``.
         likelihood: ``"auto"`` (floating targets: Gaussian regression with the noise learned;
             integer targets: categorical when the module has several outputs, Bernoulli when it
             has one), or ``"gaussian"``, ``"categorical"``, ``"bernoulli"``.

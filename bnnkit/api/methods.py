@@ -89,17 +89,22 @@ def fixed_noise(p: Problem) -> float | None:
 
 
 def _default(p: Problem) -> tuple[Posterior, Any]:
-    post = p.posterior()
-    return post, run_recipe(
-        p.recipe, post, p.x, p.y, seed=p.seed, progress=p.progress, output=p.output, batch_size=p.batch_size
+    return run_recipe(
+        p.recipe,
+        p.posterior(),
+        p.x,
+        p.y,
+        seed=p.seed,
+        progress=p.progress,
+        output=p.output,
+        batch_size=p.batch_size,
     )
 
 
 def _sghmc(p: Problem) -> tuple[Posterior, Any]:
-    post = p.posterior()
-    return post, run_recipe(
+    return run_recipe(
         p.recipe,
-        post,
+        p.posterior(),
         p.x,
         p.y,
         seed=p.seed,
@@ -108,6 +113,47 @@ def _sghmc(p: Problem) -> tuple[Posterior, Any]:
         batch_size=p.batch_size,
         sampler="sghmc",
     )
+
+
+def _functional(sampler: str) -> Callable[[Problem], tuple[Posterior, Any]]:
+    """fSGLD / fSGHMC: the default recipe's warm starts and chains on the functional posterior, a GP
+    prior on the network's outputs (RBF kernel fitted by marginal likelihood to at most 1,000
+    training rows, in its Vecchia form) at the training inputs (at most 1,000 a step)."""
+
+    def run(p: Problem) -> tuple[Posterior, Any]:
+        from ..functional import FunctionalPosterior, GPPrior, MeasurementPoints, Vecchia
+
+        if p.kind != "regression":
+            raise BnnkitError(
+                f"method {sampler!r} through bnnkit.fit is for regression; for classification "
+                "build a FunctionalPosterior with a Categorical likelihood yourself."
+            )
+        gp = GPPrior("rbf", input_dim=int(math.prod(p.x.shape[1:])))
+        gp.fit(
+            p.x.reshape(p.n, -1).cpu(),
+            p.y.cpu(),
+            num_steps=300,
+            max_points=1000,
+            generator=torch.Generator().manual_seed(p.seed),
+            progress=p.progress,
+        )
+        meas: Any = p.x if p.n <= 1000 else MeasurementPoints(num_from_data=1000, num_uniform=0)
+        post = FunctionalPosterior(
+            p.module, p.likelihood(), gp, meas, p.x, num_data=p.n, prior_form=Vecchia()
+        )
+        return run_recipe(
+            p.recipe,
+            post,
+            p.x,
+            p.y,
+            seed=p.seed,
+            progress=p.progress,
+            output=p.output,
+            batch_size=p.batch_size,
+            sampler=sampler,
+        )
+
+    return run
 
 
 def _full_batch(kind: str) -> Callable[[Problem], tuple[Posterior, Any]]:
@@ -190,6 +236,16 @@ def _bbb(p: Problem) -> tuple[Posterior, Any]:
 METHODS: dict[str, tuple[Callable[[Problem], tuple[Posterior, Any]], bool, str]] = {
     "default": (_default, True, "4 MAP-warm-started pSGLD chains, vectorised, noise sampled"),
     "sghmc": (_sghmc, True, "the same warm starts, scale-adapted SGHMC (step 3e-3)"),
+    "fsgld": (
+        _functional("psgld"),
+        True,
+        "the default recipe under a GP prior on the outputs (functional SG-MCMC)",
+    ),
+    "fsghmc": (
+        _functional("sghmc"),
+        True,
+        "the sghmc recipe under a GP prior on the outputs (functional SG-MCMC)",
+    ),
     "nuts": (_full_batch("nuts"), True, "NUTS, full batch, 4 chains x 25 draws after 300 warm-up"),
     "hmc": (_full_batch("hmc"), True, "HMC (20 leapfrog steps), full batch, same lengths as nuts"),
     "laplace": (_laplace, False, "KFAC Laplace around a MAP, evidence-tuned prior and noise, GLM predictive"),

