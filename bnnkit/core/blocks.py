@@ -43,10 +43,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .driver import (
+from .errors import BnnkitError
+from .loop_parts import (
     MAX_CONSECUTIVE_DIVERGENCES,
     NOTHING_ACCEPTED,
-    Posterior,
     StuckWatch,
     _adapt_step,
     _divergence,
@@ -60,7 +60,7 @@ from .driver import (
     _stuck_after,
     _unit_label,
 )
-from .errors import BnnkitError
+from .posterior import Posterior
 
 AUTO_BLOCK = 128  # steps per call with fused=True: amortises the ~300 us per-call cost (docs/scaling.md)
 AUTO_BLOCK_ELEMENTS = 1 << 24  # and at most this many numbers in a block's [T, D] positions

@@ -5,14 +5,15 @@ Model ``y[:, c] = g_c(x) + noise``, ``g_c ~ GP(mu_c, k)`` independent over the `
 with the prior's kernel shared and one noise variance; the loss is ``-sum_c log p(y[:, c]) / n``
 (:class:`SharedKernelMLL`).  The fitted kernel is frozen and the noise kept in
 ``GPPrior.noise_variance``; see :meth:`GPPrior.fit <bnnkit.functional.GPPrior.fit>` for the starts,
-subsampling and the choice between two optima.
+subsampling and the choice between two optima.  ``gp_prior`` imports this module, so the prior
+arrives as an argument (typed ``Any``) and is never imported here.
 """
 
 from __future__ import annotations
 
 import copy
 import math
-from typing import TYPE_CHECKING
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -20,9 +21,6 @@ from torch import Tensor
 from ..core.errors import BnnkitError, check_finite_rows, check_int_at_least, check_positive
 from .kernels import Kernel, gpytorch, hyperparameter_sites, kernel_hyperparameters, set_hyperparameter
 from .measurement import dedupe_rows
-
-if TYPE_CHECKING:
-    from .gp_prior import GPPrior
 
 _F64 = torch.float64
 
@@ -82,7 +80,7 @@ def _median_distance(x: Tensor) -> float:
 
 
 def fit_gp_prior(
-    prior: GPPrior,
+    prior: Any,
     x: Tensor,
     y: Tensor,
     num_steps: int = 1000,
@@ -192,7 +190,7 @@ def fit_gp_prior(
 
 
 def _optimise(
-    prior: GPPrior,
+    prior: Any,
     xs: Tensor,
     ys: Tensor,
     constant: bool,
@@ -244,7 +242,7 @@ def _noise_and_means(likelihood, model: _SharedKernelGP, c: int, ys: Tensor) -> 
         return likelihood.noise.detach().reshape(()), model.constants(c, ys)
 
 
-def _initialise(prior: GPPrior, xs: Tensor, ys: Tensor) -> None:
+def _initialise(prior: Any, xs: Tensor, ys: Tensor) -> None:
     var = max(float(ys.var(0).mean()), 1e-6)
     init = {"lengthscale": _median_distance(xs), "outputscale": var}
     # A linear kernel's variance v gives Var f(x) = v ||x||^2: match the target variance.
@@ -254,7 +252,7 @@ def _initialise(prior: GPPrior, xs: Tensor, ys: Tensor) -> None:
             set_hyperparameter(prior.kernel, name, value)
 
 
-def _pick_lengthscale(prior: GPPrior, model, mll, xs: Tensor, ys: Tensor) -> float | None:
+def _pick_lengthscale(prior: Any, model, mll, xs: Tensor, ys: Tensor) -> float | None:
     """Start from the best of ``median distance * 2^-k``, k = 0..6, by marginal likelihood.
 
     The median distance alone can start far above a short lengthscale, in the basin of the

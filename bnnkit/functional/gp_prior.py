@@ -19,12 +19,12 @@ from __future__ import annotations
 import copy
 import logging
 import math
-from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
 
 from ..core.errors import BnnkitError, check_finite_rows, check_int_at_least, check_positive
+from .gp_fit import SharedKernelMLL, _SharedKernelGP, fit_gp_prior  # noqa: F401 (its classes stay importable from here)
 from .kernels import (
     Kernel,
     kernel_hyperparameters,
@@ -33,9 +33,6 @@ from .kernels import (
     make_kernel,
     set_hyperparameter,
 )
-
-if TYPE_CHECKING:  # importable from here (module __getattr__ below); defined in gp_fit
-    from .gp_fit import SharedKernelMLL, _SharedKernelGP  # noqa: F401
 
 log = logging.getLogger(__name__)
 _F64 = torch.float64
@@ -286,8 +283,6 @@ class GPPrior:
         outputs), ``num_points``, ``num_outputs``, ``target_mean`` and ``starts`` (None after one
         start; else per start its lengthscale, loss, held-out NLL, noise and fitted hyperparameters).
         """
-        from .gp_fit import fit_gp_prior  # gpytorch's models and likelihoods are needed only here
-
         return fit_gp_prior(self, x, y, num_steps, lr, max_points, generator, progress)
 
     def _heldout_nll(
@@ -331,15 +326,6 @@ class GPPrior:
     def __repr__(self) -> str:
         hp = ", ".join(f"{k}={v}" for k, v in self.hyperparameters().items())
         return f"GPPrior(kernel={self.spec!r}, input_dim={self.input_dim}, mean={self.mean_type!r}, {hp})"
-
-
-def __getattr__(name: str) -> Any:
-    # The marginal-likelihood fit moved to gp_fit; its classes stay importable from here.
-    if name in ("SharedKernelMLL", "_SharedKernelGP"):
-        from . import gp_fit
-
-        return getattr(gp_fit, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["GPPrior", "SharedKernelMLL"]

@@ -35,8 +35,8 @@ import torch
 from torch import Tensor
 
 from ..core.errors import BnnkitError, check_int_at_least
+from ..core.loop_parts import FullBatch
 from ..core.pure import call_scan, compile_scan, leading_finite, transition_log_prob
-from .hmc import HMCState
 
 DEFAULT_LOOP = "scan"  # what bnnkit.sample(..., fused=...) builds (tests switch it to "eager")
 
@@ -44,7 +44,7 @@ DEFAULT_LOOP = "scan"  # what bnnkit.sample(..., fused=...) builds (tests switch
 class HMCBlockOutput(NamedTuple):
     """A block's final state and its kept transitions (see :mod:`bnnkit.core.blocks`)."""
 
-    state: HMCState
+    state: Any  # the HMCState after the block
     positions: Tensor
     stats: dict[str, Tensor]  # the kept transitions' HMCInfo fields, [n] (or [n, K])
     num_steps: int
@@ -119,7 +119,7 @@ class FusedHMCKernel:
     def collects(self, start: int, num_steps: int) -> list[bool]:
         return [True] * num_steps
 
-    def draw_block(self, batches: Any, gen: torch.Generator, num_steps: int, state: HMCState):
+    def draw_block(self, batches: Any, gen: torch.Generator, num_steps: int, state: Any):
         """The block's batch and random numbers, in the step-at-a-time order: per transition the
         batch (the full one: no draw), the momentum's normals, the jitter's uniform, the accept
         test's uniform."""
@@ -144,20 +144,15 @@ class FusedHMCKernel:
         return batch, (xi, u_jit, u_acc)
 
     def run_block(
-        self, state: HMCState, batches: Any, gen: torch.Generator, num_steps: int, keep: Sequence[int] = ()
+        self, state: Any, batches: Any, gen: torch.Generator, num_steps: int, keep: Sequence[int] = ()
     ) -> HMCBlockOutput:
         """``num_steps`` transitions from ``state`` in one compiled call; ``keep``: the indices
         (within the block) of the transitions whose positions and stats to return."""
         check_int_at_least("num_steps", num_steps, 1)
-        if not hasattr(batches, "next"):
-            full = batches
-
-            class _Full:  # a tuple of tensors: every transition sees it, no random numbers drawn
-                @staticmethod
-                def next(gen):
-                    return full
-
-            batches = _Full()
+        if not hasattr(
+            batches, "next"
+        ):  # a tuple of tensors: every transition sees it, no random numbers drawn
+            batches = FullBatch(batches)
         batch, xs = self.draw_block(batches, gen, num_steps, state)
         carry = (state.position, state.log_density, state.grad)
         consts = (batch, state.step_size, state.inv_mass)
@@ -170,7 +165,7 @@ class FusedHMCKernel:
                 rows.append(y)
             ys = tuple(torch.stack(c) for c in zip(*rows))
         positions, lp, accept_prob, accepted, diverging, energy = ys
-        new = HMCState(carry[0], carry[1], carry[2], state.step_size, state.inv_mass)
+        new = state._replace(position=carry[0], log_density=carry[1], grad=carry[2])
         k = torch.as_tensor(list(keep), dtype=torch.long)
         n = len(k)
         eps = state.step_size

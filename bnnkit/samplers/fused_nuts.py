@@ -43,11 +43,11 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from ..core.driver import _finite, _stack_chunk
 from ..core.errors import BnnkitError
+from ..core.loop_parts import _finite, _stack_chunk
 from ..core.pure import call_scan, compile_scan, transition_log_prob
 from .hmc import HMCState
-from .nuts import NUTSInfo, _Point, _Subtree, transition
+from .nuts_tree import NUTSInfo, Point, Subtree, transition
 
 DEFAULT_LOOP = "scan"  # tests switch it to "eager" (the same subtree code, uncompiled)
 
@@ -109,7 +109,7 @@ class FusedNUTSKernel:
             rows.append(y)
         return tuple(torch.stack(c) for c in zip(*rows))
 
-    def _subtree(self, z: _Point, depth: int, sign: int, state: HMCState, batch, h0: float, gen, acc: dict):
+    def _subtree(self, z: Point, depth: int, sign: int, state: HMCState, batch, h0: float, gen, acc: dict):
         """The recursive ``build(z, depth, sign)`` of :class:`~bnnkit.samplers.NUTS`, one compiled
         call: returns the last point reached, whether the subtree is valid, and the subtree (or
         None)."""
@@ -163,7 +163,7 @@ class FusedNUTSKernel:
         acc["metro"] += float(torch.where(d_run > 0, torch.ones_like(d_run), d_run.exp()).sum())
         if n_leaves and leaf_fail[n_leaves - 1] and failed:
             acc["diverging"] = True
-        last = _Point(xs[n_leaves - 1], ps[n_leaves - 1], lps[n_leaves - 1], gs[n_leaves - 1])
+        last = Point(xs[n_leaves - 1], ps[n_leaves - 1], lps[n_leaves - 1], gs[n_leaves - 1])
         u = torch.rand(n_merges, generator=gen, dtype=torch.float64) if n_merges else None
         if failed:
             return last, False, None
@@ -182,9 +182,9 @@ class FusedNUTSKernel:
                 prop[k][j] = prop[k - 1][2 * j + 1] if take_final else prop[k - 1][2 * j]
                 k += 1
         i = prop[depth][0]
-        sub = _Subtree(
+        sub = Subtree(
             float(logw_lvl[depth][0]),
-            _Point(xs[i], ps[i], lps[i], gs[i]),
+            Point(xs[i], ps[i], lps[i], gs[i]),
             rho_lvl[depth][0],
             ps[0],
             ps[n - 1],
@@ -195,7 +195,7 @@ class FusedNUTSKernel:
 
     # ------------------------------------------------------------------ one transition
     def step(self, state: HMCState, batch: Any, gen: torch.Generator) -> tuple[HMCState, NUTSInfo]:
-        """One NUTS transition: :func:`bnnkit.samplers.nuts.transition` with compiled subtrees."""
+        """One NUTS transition: :func:`bnnkit.samplers.nuts_tree.transition` with compiled subtrees."""
 
         def make_build(h0: float, stats: dict, uniform) -> Any:
             del uniform  # the subtree draws its merges' uniforms at once, from the same generator
@@ -233,7 +233,7 @@ class FusedNUTSKernel:
 
 def _kept(pos: list[Tensor], infos: list[NUTSInfo]) -> tuple[Tensor, dict[str, Tensor]]:
     """The kept transitions' positions and stats, stacked as the step-at-a-time driver stacks
-    them (:func:`bnnkit.core.driver._stack_chunk`)."""
+    them (:func:`bnnkit.core.loop_parts._stack_chunk`)."""
     return _stack_chunk(pos, infos, None) if pos else (torch.empty(0), {})
 
 

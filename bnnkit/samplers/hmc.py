@@ -31,6 +31,7 @@ from ..core.target import Target
 from ..core.types import Batch, Kernel
 from .adaptation import window_adaptation
 from .common import metropolis_accept, normal
+from .fused_hmc import build_fused_hmc
 
 
 class HMCState(NamedTuple):
@@ -109,8 +110,6 @@ class HMC:
     def build_fused(self, model, block: int, chains: int | None = None, chain_batched: bool = False):
         """This HMC run ``block`` transitions per compiled call (full batch; warm-up step at a
         time): what ``bnnkit.sample(..., fused=...)`` uses, see :mod:`bnnkit.samplers.fused_hmc`."""
-        from .fused_hmc import build_fused_hmc
-
         if chain_batched:
             raise BnnkitError(
                 "fused HMC runs on the full data set (its Metropolis test needs the exact log density); "

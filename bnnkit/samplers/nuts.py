@@ -24,7 +24,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -33,112 +32,9 @@ from ..core.errors import BnnkitError, check_int_at_least, check_positive
 from ..core.target import Target
 from ..core.types import Batch, Kernel
 from .adaptation import window_adaptation
-from .common import normal
+from .fused_nuts import build_fused_nuts
 from .hmc import HMCState
-
-
-class NUTSInfo(NamedTuple):
-    log_density: Tensor
-    accept_prob: Tensor
-    is_accepted: Tensor
-    diverging: Tensor
-    energy: Tensor
-    step_size: Tensor
-    tree_depth: Tensor
-    num_steps: Tensor
-
-
-class _Point(NamedTuple):
-    x: Tensor
-    p: Tensor
-    lp: Tensor
-    g: Tensor
-
-
-class _Subtree(NamedTuple):
-    log_w: float
-    proposal: _Point
-    rho: Tensor
-    p_beg: Tensor
-    p_end: Tensor
-    ps_beg: Tensor
-    ps_end: Tensor
-
-
-def _no_u_turn(ps_minus: Tensor, ps_plus: Tensor, rho: Tensor) -> bool:
-    return bool(torch.dot(ps_plus, rho) > 0) and bool(torch.dot(ps_minus, rho) > 0)
-
-
-def transition(
-    state: HMCState, gen: torch.Generator, max_depth: int, make_build: Callable
-) -> tuple[HMCState, NUTSInfo]:
-    """One NUTS transition: the momentum draw, the doubling loop with its top-level biased
-    progressive sampling and U-turn test, and the transition's statistics.  ``make_build(h0,
-    stats, uniform)`` returns ``build(z, depth, sign) -> (last point, valid?, subtree)`` for the
-    subtrees (recursive in :class:`NUTS`, compiled in :mod:`bnnkit.samplers.fused_nuts`), which
-    adds its leapfrog steps to ``stats`` and draws its uniforms from ``uniform``."""
-    inv_m = state.inv_mass
-    p0 = normal(state.position, gen) / inv_m.sqrt()
-    h0 = float(-state.log_density + 0.5 * torch.dot(p0 * inv_m, p0))
-    stats = {"n": 0, "metro": 0.0, "diverging": False}
-
-    def uniform() -> float:
-        return float(torch.rand((), generator=gen, dtype=torch.float64))
-
-    build = make_build(h0, stats, uniform)
-    z0 = _Point(state.position, p0, state.log_density, state.grad)
-    z_bck = z_fwd = z0
-    ps0 = inv_m * p0
-    end_bck = (p0, ps0)  # momentum and p# at the backward end of the whole tree
-    end_fwd = (p0, ps0)
-    rho = p0
-    log_w = 0.0
-    sample = z0
-    depth = 0
-    while depth < max_depth:
-        forward = uniform() > 0.5
-        if forward:
-            z_fwd, ok, sub = build(z_fwd, depth, 1)
-        else:
-            z_bck, ok, sub = build(z_bck, depth, -1)
-        if not ok:
-            break
-        depth += 1
-        if sub.log_w > log_w or uniform() < math.exp(sub.log_w - log_w):
-            sample = sub.proposal
-        log_w = float(torch.logaddexp(torch.tensor(log_w), torch.tensor(sub.log_w)))
-        if forward:  # old tree = backward part, new subtree = forward part
-            rho_bck, rho_fwd = rho, sub.rho
-            (p_bb, ps_bb), (p_bf, ps_bf) = end_bck, end_fwd
-            p_fb, ps_fb, p_ff, ps_ff = sub.p_beg, sub.ps_beg, sub.p_end, sub.ps_end
-        else:  # new subtree = backward part (its beg is the inner end)
-            rho_bck, rho_fwd = sub.rho, rho
-            (p_fb, ps_fb), (p_ff, ps_ff) = end_bck, end_fwd
-            p_bf, ps_bf, p_bb, ps_bb = sub.p_beg, sub.ps_beg, sub.p_end, sub.ps_end
-        rho = rho_bck + rho_fwd
-        end_bck, end_fwd = (p_bb, ps_bb), (p_ff, ps_ff)
-        persist = (
-            _no_u_turn(ps_bb, ps_ff, rho)
-            and _no_u_turn(ps_bb, ps_fb, rho_bck + p_fb)
-            and _no_u_turn(ps_bf, ps_ff, rho_fwd + p_bf)
-        )
-        if not persist:
-            break
-
-    n = max(stats["n"], 1)
-    new = state._replace(position=sample.x, log_density=sample.lp, grad=sample.g)
-    dt = state.position.dtype
-    info = NUTSInfo(
-        log_density=new.log_density,
-        accept_prob=torch.tensor(stats["metro"] / n, dtype=dt),
-        is_accepted=torch.tensor(sample is not z0),
-        diverging=torch.tensor(stats["diverging"]),
-        energy=torch.tensor(float(-sample.lp + 0.5 * torch.dot(sample.p * inv_m, sample.p)), dtype=dt),
-        step_size=state.step_size,
-        tree_depth=torch.tensor(depth),
-        num_steps=torch.tensor(stats["n"]),
-    )
-    return new, info
+from .nuts_tree import NUTSInfo, Point, Subtree, no_u_turn, transition
 
 
 @dataclass(frozen=True)
@@ -166,8 +62,6 @@ class NUTS:
     def build_fused(self, model, block: int, chains: int | None = None, chain_batched: bool = False):
         """This NUTS with each trajectory doubling one compiled call (full batch): what
         ``bnnkit.sample(..., fused=...)`` uses, see :mod:`bnnkit.samplers.fused_nuts`."""
-        from .fused_nuts import build_fused_nuts
-
         if chain_batched:
             raise BnnkitError(
                 "NUTS runs on the full data set (its trajectories need the exact log density); pass the "
@@ -192,12 +86,12 @@ class NUTS:
             eps, inv_m = state.step_size, state.inv_mass
 
             def make_build(h0: float, stats: dict, uniform: Callable[[], float]) -> Callable:
-                def leaf(z: _Point, sign: int) -> tuple[_Point, bool, _Subtree | None]:
+                def leaf(z: Point, sign: int) -> tuple[Point, bool, Subtree | None]:
                     p = z.p + (0.5 * sign) * eps * z.g
                     x = z.x + (sign * eps) * inv_m * p
                     lp, g = target.value_and_grad(x, batch)
                     p = p + (0.5 * sign) * eps * g
-                    znew = _Point(x, p, lp, g)
+                    znew = Point(x, p, lp, g)
                     stats["n"] += 1
                     h = float(-lp + 0.5 * torch.dot(p * inv_m, p))
                     if math.isnan(h):
@@ -208,9 +102,9 @@ class NUTS:
                         stats["diverging"] = True
                         return znew, False, None
                     ps = inv_m * p
-                    return znew, True, _Subtree(delta, znew, p, p, p, ps, ps)
+                    return znew, True, Subtree(delta, znew, p, p, p, ps, ps)
 
-                def build(z: _Point, depth: int, sign: int) -> tuple[_Point, bool, _Subtree | None]:
+                def build(z: Point, depth: int, sign: int) -> tuple[Point, bool, Subtree | None]:
                     if depth == 0:
                         return leaf(z, sign)
                     z, ok, init_t = build(z, depth - 1, sign)
@@ -223,15 +117,15 @@ class NUTS:
                     take_final = math.log(uniform() + 1e-300) < final.log_w - log_w
                     rho = init_t.rho + final.rho
                     ok = (
-                        _no_u_turn(init_t.ps_beg, final.ps_end, rho)
-                        and _no_u_turn(init_t.ps_beg, final.ps_beg, init_t.rho + final.p_beg)
-                        and _no_u_turn(init_t.ps_end, final.ps_end, final.rho + init_t.p_end)
+                        no_u_turn(init_t.ps_beg, final.ps_end, rho)
+                        and no_u_turn(init_t.ps_beg, final.ps_beg, init_t.rho + final.p_beg)
+                        and no_u_turn(init_t.ps_end, final.ps_end, final.rho + init_t.p_end)
                     )
                     prop = final.proposal if take_final else init_t.proposal
                     return (
                         z,
                         ok,
-                        _Subtree(log_w, prop, rho, init_t.p_beg, final.p_end, init_t.ps_beg, final.ps_end),
+                        Subtree(log_w, prop, rho, init_t.p_beg, final.p_end, init_t.ps_beg, final.ps_end),
                     )
 
                 return build

@@ -91,7 +91,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -99,11 +99,10 @@ from torch import Tensor
 from ..core.errors import BnnkitError, check_positive
 from ..core.target import Target
 from ..core.types import Adaptation, Batch, Kernel
-from .common import COLLECT, StepSizeTensors, check_temperature, normal
+from .common import COLLECT, VHAT_FLOOR, StepSizeTensors, check_temperature, normal
+from .fused import FusedAlgorithm, FusedUpdate
 from .hyper import GibbsChains, check_gibbs_every, gibbs_hyper, hyper_gibbs, zero_blocks
 from .schedules import Constant, CosineCycle, PolynomialDecay, Schedule, as_schedule
-
-VHAT_FLOOR = 1e-16  # M^-1 = (V_hat + floor)^(-1/2): bounded where a gradient is exactly zero throughout
 
 
 class AdaptiveSGHMCState(NamedTuple):
@@ -132,7 +131,7 @@ _TRUE, _FALSE = torch.tensor(True), torch.tensor(False)
 
 
 @dataclass(frozen=True)
-class AdaptiveSGHMC(GibbsChains):
+class AdaptiveSGHMC(GibbsChains, FusedAlgorithm):
     """Scale-adapted SGHMC hyperparameters (see the module docstring for the update).
 
     Args:
@@ -216,20 +215,29 @@ class AdaptiveSGHMC(GibbsChains):
             cfg["explore_window"] = self.explore_window
         return cfg
 
-    def build_fused(
-        self, model: Any, block: int, chains: int | None = None, chain_batched: bool = True
-    ) -> Any:
-        """A :class:`~bnnkit.sgmcmc.fused.FusedKernel` running ``block`` steps per compiled call
-        (``bnnkit.sample(..., fused=...)``; ``chains``: vectorised chains); warm-up runs step at a time, the
-        sampling phase (mass frozen) in blocks."""
-        from .fused import build_fused
-
+    def fused_update(self) -> FusedUpdate:
+        """The update as :func:`~bnnkit.sgmcmc.fused.build_fused` runs it: the sampling phase (mass
+        frozen) in blocks, warm-up step at a time."""
         if not isinstance(self.schedule, Constant):
             raise BnnkitError(
                 f"the fused loop runs AdaptiveSGHMC at a constant step only, not {self.schedule!r}; run a "
                 "scheduled (cyclical) one step at a time (bnnkit.sample without fused=)."
             )
-        return build_fused(self, model, block, chains, chain_batched)
+        if self.gibbs_every is not None:
+            raise BnnkitError(
+                "the fused loop does not run AdaptiveSGHMC with gibbs_every (Gibbs hyperparameter draws); "
+                "run it step at a time (bnnkit.sample without fused=)."
+            )
+        eps = float(self.step_size)
+        eps2, a = eps * eps, float(self.mdecay)
+        return FusedUpdate(
+            "asghmc",
+            float(self.temperature),
+            mdecay=a,
+            eps2=eps2,
+            drift_coef=2.0 * eps2 * a * float(self.temperature),
+            correction=eps2 * eps2 if self.noise_correction else 0.0,
+        )
 
     def build(self, target: Target) -> Kernel:
         schedule = self.schedule

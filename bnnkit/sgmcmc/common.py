@@ -25,6 +25,10 @@ class SGInfo(NamedTuple):
     collect: Tensor
 
 
+# Scale-adapted SGHMC's inverse mass M^-1 = (V_hat + floor)^(-1/2), step by step and fused: bounded
+# where a gradient is exactly zero throughout.
+VHAT_FLOOR = 1e-16
+
 # Shared 0-d flags for ``SGInfo.collect`` (no tensor construction per step).
 COLLECT = {True: torch.tensor(True), False: torch.tensor(False)}
 

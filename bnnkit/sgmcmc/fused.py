@@ -67,13 +67,11 @@ import torch
 from torch import Tensor
 
 from ..core.errors import BnnkitError, DivergenceError, check_int_at_least
+from ..core.loop_parts import FullBatch
 from ..core.pure import call_scan, compile_scan, fused_log_prob, leading_finite
 from ..core.types import Batch
-from .adaptive import VHAT_FLOOR, AdaptiveSGHMC
-from .psgld import PreconditionedSGLD, PSGLDState
+from .common import VHAT_FLOOR
 from .schedules import Constant
-from .sghmc import SGHMC, SGHMCState
-from .sgld import SGLD, SGLDState
 
 DEFAULT_BLOCK = 64  # steps per compiled call: amortises the per-call cost; memory T * D per block
 DEFAULT_LOOP = "scan"  # what bnnkit.sample(..., fused=...) builds (tests switch it to "eager")
@@ -109,16 +107,17 @@ class FusedRun(NamedTuple):
 
 # --------------------------------------------------------------------------- the algorithms
 @dataclass(frozen=True)
-class _Update:
-    """An algorithm's update as pure tensor code: carry = (x,) or (x, r)."""
+class FusedUpdate:
+    """An algorithm's update as pure tensor code: carry = (x,) or (x, r).  Each fused algorithm
+    describes itself as one (:meth:`FusedAlgorithm.fused_update`)."""
 
     kind: str  # "sgld" | "sghmc" | "psgld" | "asghmc"
     temperature: float
     friction: float = 0.0
     mass: float = 1.0
     noise_b: float = 0.0
-    alpha: float = 0.0  # pSGLD: RMSprop decay, floor lambda, N of the per-datum gradient
-    lam: float = 0.0
+    alpha: float = 0.0  # pSGLD: RMSprop decay, floor delta, N of the per-datum gradient
+    delta: float = 0.0
     num_data: float = 1.0
     mdecay: float = 0.0  # adaptive SGHMC: momentum decay, eps^2, noise variance per unit M^-1, eps^4 term
     eps2: float = 0.0
@@ -126,75 +125,34 @@ class _Update:
     correction: float = 0.0
 
 
-def _check_supported(algorithm: Any) -> _Update:
-    name = type(algorithm).__name__
-    if isinstance(algorithm, SGLD):
-        if algorithm.gibbs_every is not None:
-            raise BnnkitError(
-                "the fused loop does not run SGLD with gibbs_every (Gibbs hyperparameter draws); run it "
-                "step at a time (bnnkit.sample without fused=)."
-            )
-        return _Update("sgld", float(algorithm.temperature))
-    if isinstance(algorithm, SGHMC):
-        why = None
-        if algorithm.gibbs_every is not None:
-            why = "gibbs_every (Gibbs hyperparameter draws)"
-        elif algorithm.noise_estimate == "online":
-            why = "noise_estimate='online'"
-        elif algorithm.resample_momentum_every is not None:
-            why = "resample_momentum_every"
-        elif isinstance(algorithm.mass, Tensor):
-            why = "a tensor mass"
-        if why is not None:
-            raise BnnkitError(
-                f"the fused loop does not yet run SGHMC with {why}; run it step at a time "
-                "(bnnkit.sample without fused=)."
-            )
-        return _Update(
-            "sghmc",
-            float(algorithm.temperature),
-            float(algorithm.friction),
-            float(algorithm.mass),
-            float(algorithm.noise_estimate),
-        )
-    if isinstance(algorithm, PreconditionedSGLD):
-        why = "gibbs_every" if algorithm.gibbs_every is not None else None
-        why = why or ("correction=True (a Hessian-vector product per step)" if algorithm.correction else None)
-        if why is not None:
-            raise BnnkitError(
-                f"the fused loop does not run PreconditionedSGLD with {why}; run it step at a time "
-                "(bnnkit.sample without fused=)."
-            )
-        return _Update(
-            "psgld",
-            float(algorithm.temperature),
-            alpha=float(algorithm.alpha),
-            lam=float(algorithm.eps),
-            num_data=float(algorithm.num_data or 0),  # 0: the posterior's N, set when built
-        )
-    if isinstance(algorithm, AdaptiveSGHMC):
-        if algorithm.gibbs_every is not None:
-            raise BnnkitError(
-                "the fused loop does not run AdaptiveSGHMC with gibbs_every (Gibbs hyperparameter draws); "
-                "run it step at a time (bnnkit.sample without fused=)."
-            )
-        eps = float(algorithm.step_size)
-        eps2, a = eps * eps, float(algorithm.mdecay)
-        return _Update(
-            "asghmc",
-            float(algorithm.temperature),
-            mdecay=a,
-            eps2=eps2,
-            drift_coef=2.0 * eps2 * a * float(algorithm.temperature),
-            correction=eps2 * eps2 if algorithm.noise_correction else 0.0,
-        )
+class FusedAlgorithm:
+    """Base of the SG-MCMC algorithms that run in fused blocks (SGLD, SGHMC, pSGLD, adaptive SGHMC).
+
+    A subclass describes its update with :meth:`fused_update` (a :class:`~bnnkit.core.errors.BnnkitError`
+    for an option the fused loop does not run); :meth:`build_fused` is then the same for all.
+    """
+
+    def fused_update(self) -> FusedUpdate:
+        raise NotImplementedError
+
+    def build_fused(
+        self, model: Any, block: int, chains: int | None = None, chain_batched: bool = True
+    ) -> FusedKernel:
+        """A :class:`~bnnkit.sgmcmc.fused.FusedKernel` running ``block`` steps per compiled call
+        (``bnnkit.sample(..., fused=...)``; ``chains``: vectorised chains)."""
+        return build_fused(self, model, block, chains, chain_batched)
+
+
+def _check_supported(algorithm: Any) -> FusedUpdate:
+    if isinstance(algorithm, FusedAlgorithm):
+        return algorithm.fused_update()
     raise BnnkitError(
         f"the fused loop runs SGLD, SGHMC (incl. their cyclical variants), PreconditionedSGLD and "
-        f"AdaptiveSGHMC, not {name}; run it step at a time (bnnkit.sample without fused=)."
+        f"AdaptiveSGHMC, not {type(algorithm).__name__}; run it step at a time (bnnkit.sample without fused=)."
     )
 
 
-def _make_step(upd: _Update, grad_and_value: Callable) -> Callable:
+def _make_step(upd: FusedUpdate, grad_and_value: Callable) -> Callable:
     """One step as a pure function ``(carry, xs, *consts) -> (carry, (position, log_density))``.
 
     ``xs = (batch, eps, noise_scale, xi)``: the step's minibatch, its step size, the injected
@@ -202,7 +160,7 @@ def _make_step(upd: _Update, grad_and_value: Callable) -> Callable:
 
         SGLD    w' = w + (eps / 2) g + sqrt(eps T) xi
         SGHMC   r' = (1 - eps C / m) r + eps g + sqrt(2 eps T (C - B)) xi,  w' = w + (eps / m) r'
-        pSGLD   V' = alpha V + (1 - alpha) (g / N)^2,  G = 1 / (lambda + sqrt(V')),
+        pSGLD   V' = alpha V + (1 - alpha) (g / N)^2,  G = 1 / (delta + sqrt(V')),
                 w' = w + (eps / 2) G g + sqrt(G eps T) xi          (noise_scale = eps T, a variance)
         aSGHMC  v' = (1 - mdecay) v + eps^2 M^-1 g + s xi,  w' = w + v'   (sampling phase: the
                 consts M^-1 = (V_hat + floor)^-1/2 and s = sqrt(max(0, 2 eps^2 mdecay T M^-1 - c)),
@@ -220,7 +178,7 @@ def _make_step(upd: _Update, grad_and_value: Callable) -> Callable:
         return step
 
     if upd.kind == "psgld":
-        alpha, lam, n = upd.alpha, upd.lam, upd.num_data
+        alpha, delta, n = upd.alpha, upd.delta, upd.num_data
 
         def step_psgld(carry, xs):
             x, v = carry
@@ -228,7 +186,7 @@ def _make_step(upd: _Update, grad_and_value: Callable) -> Callable:
             g, lp = grad_and_value(x, batch)
             gbar = g / n
             v_new = v * alpha + (1 - alpha) * gbar * gbar
-            G = 1.0 / (lam + v_new.sqrt())
+            G = 1.0 / (delta + v_new.sqrt())
             x_new = x + (0.5 * eps) * (G * g) + xi * (G * var).sqrt()
             return (x_new, v_new), (x_new.clone(), lp)
 
@@ -271,7 +229,7 @@ def _summed(step: Callable) -> Callable:
     return step_sums
 
 
-def _noise_scale(upd: _Update, eps: float) -> float:
+def _noise_scale(upd: FusedUpdate, eps: float) -> float:
     if upd.kind == "sgld":
         return math.sqrt(eps * upd.temperature)
     if upd.kind == "psgld":
@@ -463,15 +421,8 @@ class FusedKernel:
         check_int_at_least("num_steps", num_steps, 1)
         x = state.position
         start = int(state.iteration)
-        if not hasattr(batches, "next"):
-            full = batches
-
-            class _Full:  # every step sees the whole batch; no random numbers drawn
-                @staticmethod
-                def next(gen):
-                    return full
-
-            batches = _Full()
+        if not hasattr(batches, "next"):  # every step sees the whole batch; no random numbers drawn
+            batches = FullBatch(batches)
         segs, eps, scale, xi, _ = self.draw_block(batches, gen, start, num_steps, x)
         kind = self.update.kind
         consts: tuple = ()
@@ -518,14 +469,14 @@ class FusedKernel:
             kept_pos, kept_lp = positions[keep_t], log_density[keep_t]
         it = state.iteration + num_steps
         last_eps = eps[-1].clone()
-        if kind == "sgld":
-            new = SGLDState(carry[0], it, last_eps)
-        elif kind == "psgld":
-            new = PSGLDState(carry[0], carry[1], it, last_eps)
-        elif kind == "asghmc":
+        if kind == "sgld":  # SGLDState
+            new = state._replace(position=carry[0], iteration=it, step_size=last_eps)
+        elif kind == "psgld":  # PSGLDState
+            new = state._replace(position=carry[0], square_avg=carry[1], iteration=it, step_size=last_eps)
+        elif kind == "asghmc":  # AdaptiveSGHMCState
             new = state._replace(position=carry[0], momentum=carry[1], iteration=it)
-        else:
-            new = SGHMCState(carry[0], carry[1], state.noise_var, it, last_eps)
+        else:  # SGHMCState
+            new = state._replace(position=carry[0], momentum=carry[1], iteration=it, step_size=last_eps)
         return BlockOutput(new, kept_pos, kept_lp, eps[keep_t], num_steps, num_finite, bad)
 
     def _run_sparse(self, carry, consts, segs, eps, scale, xi, keep):

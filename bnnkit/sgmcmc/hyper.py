@@ -57,7 +57,7 @@ Two caveats:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
@@ -65,6 +65,7 @@ from torch import Tensor
 from ..core.errors import BnnkitError, check_int_at_least
 from ..core.target import ConjugateUpdate, Target
 from ..core.types import Batch
+from .schedules import Schedule
 
 HYPER_PREFIXES = ("likelihood.", "prior.")  # names of a Posterior's sampled hyperparameters
 
@@ -157,6 +158,18 @@ def gibbs_hyper(x: Tensor, batch: Batch, gen: torch.Generator, blocks: Sequence[
         for blk in blocks:
             x[blk.index] = blk.update(x, batch, gen).to(x).reshape(-1)
     return x
+
+
+def start_step(
+    state: Any, schedule: Schedule, gibbs: HyperGibbs | None, batch: Batch, gen: torch.Generator
+) -> tuple[int, float, bool, Tensor]:
+    """Where a scheduled SG-MCMC step starts: its counter ``t``, step size and noise flag, and the
+    position, whose conjugate hyperparameters are first drawn by Gibbs where a draw is due."""
+    t = int(state.iteration)
+    x = state.position
+    if gibbs is not None and gibbs.due(t):
+        x = gibbs_hyper(x, batch, gen, gibbs.blocks)
+    return t, schedule(t), schedule.sampling(t), x
 
 
 def zero_blocks(v: Tensor, blocks: Sequence[HyperBlock]) -> Tensor:

@@ -3,7 +3,7 @@
 With ``g_t`` the minibatch log-posterior gradient and ``gbar_t = g_t / N`` its per-datum scale::
 
     V_t     = alpha V_{t-1} + (1 - alpha) gbar_t * gbar_t
-    G_t     = 1 / (lam + sqrt(V_t))                       (diagonal)
+    G_t     = 1 / (delta + sqrt(V_t))                     (diagonal)
     w_{t+1} = w_t + (eps_t / 2) (G_t g_t + Gamma_t) + sqrt(eps_t T G_t) * xi_t
 
 ``Gamma_i = dG_ii / dw_i`` is the correction for the position-dependent preconditioner.  It is
@@ -18,8 +18,10 @@ Rademacher ``z`` (one extra Hessian-vector product per step).
 
 from __future__ import annotations
 
+import functools
+import warnings
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -28,7 +30,8 @@ from ..core.errors import BnnkitError, check_positive
 from ..core.target import Target
 from ..core.types import Batch, Kernel
 from .common import SGInfo, check_temperature, normal
-from .hyper import GIBBS_NOT_VECTORIZABLE, check_gibbs_every, gibbs_hyper, hyper_gibbs
+from .fused import FusedAlgorithm, FusedUpdate
+from .hyper import GIBBS_NOT_VECTORIZABLE, check_gibbs_every, hyper_gibbs, start_step
 from .schedules import Schedule, as_schedule
 
 
@@ -51,16 +54,21 @@ class PSGLDState(NamedTuple):
 
 
 @dataclass(frozen=True)
-class PreconditionedSGLD:
-    """pSGLD hyperparameters: ``step_size`` (number or schedule), RMSprop decay ``alpha``, floor
-    ``eps`` (lambda), ``correction`` (add the Gamma term), ``num_data`` (N; defaults to the
-    posterior's), ``temperature``; ``gibbs_every=k``: every ``k`` steps first draw the conjugate
-    hyperparameters from their Gibbs conditional given the weights and the step's minibatch,
-    leaving the preconditioner as it is (:mod:`bnnkit.sgmcmc.hyper`)."""
+class PreconditionedSGLD(FusedAlgorithm):
+    """pSGLD hyperparameters: ``step_size`` (number or schedule), RMSprop decay ``alpha``, the
+    preconditioner's floor ``delta`` (``G = 1 / (delta + sqrt(V))``), ``correction`` (add the
+    Gamma term), ``num_data`` (N; defaults to the posterior's), ``temperature``;
+    ``gibbs_every=k``: every ``k`` steps first draw the conjugate hyperparameters from their Gibbs
+    conditional given the weights and the step's minibatch, leaving the preconditioner as it is
+    (:mod:`bnnkit.sgmcmc.hyper`).
+
+    ``eps=`` is the deprecated name of ``delta`` (``eps`` is the step size everywhere else): it
+    still works, with a :class:`DeprecationWarning`.
+    """
 
     step_size: float | Schedule = 1e-4
     alpha: float = 0.99
-    eps: float = 1e-5  # lambda, keeps G bounded where V is tiny
+    delta: float = 1e-5  # keeps G bounded where V is tiny
     correction: bool = False
     num_data: int | None = None  # N for the per-datum gradient scale; taken from the posterior if None
     temperature: float = 1.0
@@ -71,9 +79,20 @@ class PreconditionedSGLD:
         object.__setattr__(self, "step_size", as_schedule(self.step_size))
         if not 0.0 <= self.alpha < 1.0:
             raise BnnkitError(f"alpha (RMSprop decay) must lie in [0, 1), got {self.alpha!r}.")
-        check_positive("eps (preconditioner floor lambda)", self.eps)
+        check_positive("delta (the preconditioner's floor; formerly eps)", self.delta)
         check_temperature(self.temperature)
         check_gibbs_every(self.gibbs_every, self.temperature)
+
+    @property
+    def eps(self) -> float:
+        """Deprecated name of :attr:`delta`."""
+        warnings.warn(
+            "PreconditionedSGLD.eps is deprecated: the preconditioner's floor is now called delta (eps is the "
+            "step size elsewhere); read .delta instead.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.delta
 
     @property
     def vectorizable(self) -> bool:
@@ -93,7 +112,7 @@ class PreconditionedSGLD:
         cfg = {
             **self.step_size.config(),
             "alpha": self.alpha,
-            "eps": self.eps,
+            "eps": self.delta,  # the old key: runs written before the rename to delta still resume
             "correction": self.correction,
             "temperature": self.temperature,
         }
@@ -101,17 +120,24 @@ class PreconditionedSGLD:
             cfg["gibbs_every"] = self.gibbs_every
         return cfg
 
-    def build_fused(
-        self, model: Any, block: int, chains: int | None = None, chain_batched: bool = True
-    ) -> Any:
-        """A :class:`~bnnkit.sgmcmc.fused.FusedKernel` running ``block`` steps per compiled call
-        (``bnnkit.sample(..., fused=...)``; ``chains``: vectorised chains)."""
-        from .fused import build_fused
-
-        return build_fused(self, model, block, chains, chain_batched)
+    def fused_update(self) -> FusedUpdate:
+        why = "gibbs_every" if self.gibbs_every is not None else None
+        why = why or ("correction=True (a Hessian-vector product per step)" if self.correction else None)
+        if why is not None:
+            raise BnnkitError(
+                f"the fused loop does not run PreconditionedSGLD with {why}; run it step at a time "
+                "(bnnkit.sample without fused=)."
+            )
+        return FusedUpdate(
+            "psgld",
+            float(self.temperature),
+            alpha=float(self.alpha),
+            delta=float(self.delta),
+            num_data=float(self.num_data or 0),  # 0: the posterior's N, set when built
+        )
 
     def build(self, target: Target) -> Kernel:
-        schedule, alpha, lam, temp = self.step_size, self.alpha, self.eps, self.temperature
+        schedule, alpha, delta, temp = self.step_size, self.alpha, self.delta, self.temperature
         n = float(self.num_data or getattr(target, "num_data", None) or 1)
         correction = self.correction
         gibbs = hyper_gibbs(target, self.gibbs_every, type(self).__name__)
@@ -126,17 +152,12 @@ class PreconditionedSGLD:
             )
 
         def step(state: PSGLDState, batch: Batch, gen: torch.Generator) -> tuple[PSGLDState, SGInfo]:
-            t = int(state.iteration)
-            eps = schedule(t)
-            noisy = schedule.sampling(t)
-            x = state.position
-            if gibbs is not None and gibbs.due(t):
-                x = gibbs_hyper(x, batch, gen, gibbs.blocks)
+            _, eps, noisy, x = start_step(state, schedule, gibbs, batch, gen)
             lp, g = target.estimate_grad(x, batch, gen)
             gbar = g / n
             v = state.square_avg * alpha + (1 - alpha) * gbar * gbar
             sv = v.sqrt()
-            G = 1.0 / (lam + sv)
+            G = 1.0 / (delta + sv)
             drift = G * g
             if correction:
                 h = hutchinson_hessian_diag(target, x, batch, gen) / n
@@ -148,3 +169,26 @@ class PreconditionedSGLD:
             return PSGLDState(x_new, v, state.iteration + 1, eps_t), SGInfo(lp, eps_t, torch.tensor(noisy))
 
         return Kernel(init, step)
+
+
+def _with_eps_keyword(init):
+    """The dataclass ``__init__``, also taking ``eps=`` (deprecated) for ``delta``."""
+
+    @functools.wraps(init)
+    def __init__(self, *args, eps: float | None = None, **kwargs) -> None:
+        if eps is not None:
+            warnings.warn(
+                "PreconditionedSGLD(eps=...) is deprecated: the preconditioner's floor is now called delta "
+                "(eps is the step size elsewhere); pass delta=... instead.",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            if "delta" in kwargs or len(args) > 2:
+                raise BnnkitError("got both delta and eps (its deprecated name); pass delta only.")
+            kwargs["delta"] = eps
+        init(self, *args, **kwargs)
+
+    return __init__
+
+
+PreconditionedSGLD.__init__ = _with_eps_keyword(PreconditionedSGLD.__init__)  # type: ignore[method-assign]

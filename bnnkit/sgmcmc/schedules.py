@@ -13,8 +13,19 @@ from dataclasses import asdict, dataclass
 from ..core.errors import BnnkitError, check_int_at_least, check_positive
 
 
+class _EveryStepSamples:
+    """A plain schedule: every step injects noise and may yield a draw."""
+
+    def sampling(self, t: int) -> bool:
+        return True
+
+    @property
+    def sampling_fraction(self) -> float:
+        return 1.0
+
+
 @dataclass(frozen=True)
-class Constant:
+class Constant(_EveryStepSamples):
     """``eps_t = step_size``."""
 
     step_size: float
@@ -27,19 +38,12 @@ class Constant:
     def __call__(self, t: int) -> float:
         return self.step_size
 
-    def sampling(self, t: int) -> bool:
-        return True
-
-    @property
-    def sampling_fraction(self) -> float:
-        return 1.0
-
     def config(self) -> dict:
         return {"schedule": "constant", **asdict(self)}
 
 
 @dataclass(frozen=True)
-class PolynomialDecay:
+class PolynomialDecay(_EveryStepSamples):
     """``eps_t = a (b + t)^(-gamma)`` (Welling & Teh 2011); ``gamma`` in (0.5, 1] meets the
     Robbins-Monro conditions, 0.55 is the usual choice."""
 
@@ -55,13 +59,6 @@ class PolynomialDecay:
 
     def __call__(self, t: int) -> float:
         return self.a * (self.b + t) ** (-self.gamma)
-
-    def sampling(self, t: int) -> bool:
-        return True
-
-    @property
-    def sampling_fraction(self) -> float:
-        return 1.0
 
     def config(self) -> dict:
         return {"schedule": "polynomial", **asdict(self)}

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -34,6 +34,7 @@ from ..core.errors import BnnkitError, check_int_at_least, check_positive
 from ..core.target import Target
 from ..core.types import Batch, Kernel
 from .common import COLLECT, StepSizeTensors, check_temperature, normal, split_batch
+from .fused import FusedAlgorithm, FusedUpdate
 from .hyper import GIBBS_NOT_VECTORIZABLE, check_gibbs_every, gibbs_hyper, hyper_gibbs, zero_blocks
 from .schedules import CosineCycle, Schedule, as_schedule
 
@@ -55,7 +56,7 @@ class SGHMCInfo(NamedTuple):
 
 
 @dataclass(frozen=True)
-class SGHMC:
+class SGHMC(FusedAlgorithm):
     """SGHMC hyperparameters.
 
     Args:
@@ -152,14 +153,28 @@ class SGHMC:
             cfg["gibbs_every"] = self.gibbs_every
         return cfg
 
-    def build_fused(
-        self, model: Any, block: int, chains: int | None = None, chain_batched: bool = True
-    ) -> Any:
-        """A :class:`~bnnkit.sgmcmc.fused.FusedKernel` running ``block`` steps per compiled call
-        (``bnnkit.sample(..., fused=...)``; ``chains``: vectorised chains)."""
-        from .fused import build_fused
-
-        return build_fused(self, model, block, chains, chain_batched)
+    def fused_update(self) -> FusedUpdate:
+        why = None
+        if self.gibbs_every is not None:
+            why = "gibbs_every (Gibbs hyperparameter draws)"
+        elif self.noise_estimate == "online":
+            why = "noise_estimate='online'"
+        elif self.resample_momentum_every is not None:
+            why = "resample_momentum_every"
+        elif isinstance(self.mass, Tensor):
+            why = "a tensor mass"
+        if why is not None:
+            raise BnnkitError(
+                f"the fused loop does not yet run SGHMC with {why}; run it step at a time "
+                "(bnnkit.sample without fused=)."
+            )
+        return FusedUpdate(
+            "sghmc",
+            float(self.temperature),
+            float(self.friction),
+            float(self.mass),
+            float(self.noise_estimate),
+        )
 
     def build(self, target: Target) -> Kernel:
         schedule, C, temp = self.step_size, float(self.friction), self.temperature

@@ -18,15 +18,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
+from ..core.errors import BnnkitError
 from ..core.target import Target
 from ..core.types import Batch, Kernel
 from .common import COLLECT, SGInfo, StepSizeTensors, check_temperature, normal
-from .hyper import GibbsChains, check_gibbs_every, gibbs_hyper, hyper_gibbs
+from .fused import FusedAlgorithm, FusedUpdate
+from .hyper import GibbsChains, check_gibbs_every, hyper_gibbs, start_step
 from .schedules import CosineCycle, Schedule, as_schedule
 
 
@@ -37,7 +39,7 @@ class SGLDState(NamedTuple):
 
 
 @dataclass(frozen=True)
-class SGLD(GibbsChains):
+class SGLD(GibbsChains, FusedAlgorithm):
     """SGLD hyperparameters: ``step_size`` (a number or a schedule) and ``temperature``.
 
     ``gibbs_every=k``: every ``k`` steps first draw the conjugate hyperparameters (a learnt noise
@@ -65,14 +67,13 @@ class SGLD(GibbsChains):
             cfg["gibbs_every"] = self.gibbs_every
         return cfg
 
-    def build_fused(
-        self, model: Any, block: int, chains: int | None = None, chain_batched: bool = True
-    ) -> Any:
-        """A :class:`~bnnkit.sgmcmc.fused.FusedKernel` running ``block`` steps per compiled call
-        (``bnnkit.sample(..., fused=...)``; ``chains``: vectorised chains)."""
-        from .fused import build_fused
-
-        return build_fused(self, model, block, chains, chain_batched)
+    def fused_update(self) -> FusedUpdate:
+        if self.gibbs_every is not None:
+            raise BnnkitError(
+                "the fused loop does not run SGLD with gibbs_every (Gibbs hyperparameter draws); run it "
+                "step at a time (bnnkit.sample without fused=)."
+            )
+        return FusedUpdate("sgld", float(self.temperature))
 
     def build(self, target: Target) -> Kernel:
         schedule, temp = self.step_size, self.temperature
@@ -88,12 +89,7 @@ class SGLD(GibbsChains):
         step_size_tensor = StepSizeTensors(schedule)
 
         def step(state: SGLDState, batch: Batch, gen: torch.Generator) -> tuple[SGLDState, SGInfo]:
-            t = int(state.iteration)
-            eps = schedule(t)
-            noisy = schedule.sampling(t)
-            x = state.position
-            if gibbs is not None and gibbs.due(t):
-                x = gibbs_hyper(x, batch, gen, gibbs.blocks)
+            _, eps, noisy, x = start_step(state, schedule, gibbs, batch, gen)
             lp, g = target.estimate_grad(x, batch, gen)
             x = torch.add(x, g, alpha=0.5 * eps)
             if noisy:

@@ -56,10 +56,24 @@ def test_hutchinson_estimate_of_the_hessian_diagonal_is_unbiased():
     [
         (lambda: PreconditionedSGLD(0.0), "step_size"),
         (lambda: PreconditionedSGLD(1e-4, alpha=1.0), "alpha"),
-        (lambda: PreconditionedSGLD(1e-4, eps=0.0), "eps"),
+        (lambda: PreconditionedSGLD(1e-4, delta=0.0), "delta"),
         (lambda: PreconditionedSGLD(1e-4, temperature=-1.0), "temperature"),
     ],
 )
 def test_bad_hyperparameters(make, message):
     with pytest.raises(BnnkitError, match=message):
         make()
+
+
+def test_eps_is_the_deprecated_name_of_the_preconditioner_floor_delta():
+    """``eps`` is the step size everywhere else; the floor's old keyword and attribute still work."""
+    with pytest.warns(DeprecationWarning, match="delta"):
+        old = PreconditionedSGLD(1e-4, eps=1e-3)
+    assert old == PreconditionedSGLD(1e-4, delta=1e-3) == PreconditionedSGLD(1e-4, 0.99, 1e-3)
+    with pytest.warns(DeprecationWarning, match="delta"):
+        assert old.eps == 1e-3
+    assert old.config()["eps"] == 1e-3  # the stored config keeps its key: older runs resume
+    with pytest.warns(DeprecationWarning), pytest.raises(BnnkitError, match="delta"):
+        PreconditionedSGLD(1e-4, delta=1e-3, eps=1e-3)
+    with pytest.warns(DeprecationWarning), pytest.raises(BnnkitError, match="delta"):
+        PreconditionedSGLD(1e-4, eps=0.0)
