@@ -126,8 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
     uci.add_argument(
         "--methods",
         type=_names,
-        default="sgld,sghmc,fsgld,fsghmc",
-        help="comma-separated, from sgld,sghmc,asghmc,fsgld,fsghmc,nuts,bbb,fbnn,mcdropout,ensemble,laplace "
+        default="default,ensemble,mcdropout,laplace,bbb",
+        help="comma-separated, from default (bnnkit.fit's default recipe, as a user gets it),"
+        "sgld,csgld,sghmc,asghmc,fsgld,fsghmc,nuts,bbb,fbnn,mcdropout,ensemble,laplace "
         "(hmc: an alias of nuts) (default: %(default)s)",
     )
     uci.add_argument(

@@ -89,9 +89,10 @@ def test_save_then_load_predicts_identically(tmp_path, method):
     assert g.method == method and g.diagnostics["verdict"] == f.diagnostics["verdict"]
 
 
-def test_a_saved_fit_predicts_identically_in_a_fresh_process(tmp_path):
+@pytest.mark.parametrize("method", ["default", "laplace", "mcdropout"])
+def test_a_saved_fit_predicts_identically_in_a_fresh_process(tmp_path, method):
     x, y = _data()
-    f = _fit((x, y))
+    f = _fit((x, y), method=method, **({} if method == "default" else {"noise": 0.2}))
     f.save(tmp_path / "fit.pt")
     torch.save(x, tmp_path / "x.pt")
     code = f"""
@@ -216,3 +217,20 @@ def test_the_functional_prior_methods_fit_save_and_load(tmp_path, method):
     assert f.diagnostics["chains"] == 4
     f.save(tmp_path / "fit.pt")
     assert torch.equal(bnnkit.load(tmp_path / "fit.pt", _net()).predict(x).mean, f.predict(x).mean)
+
+
+def test_a_cnn_classifier_on_images():
+    g = torch.Generator().manual_seed(3)
+    x = torch.rand(96, 1, 8, 8, generator=g)
+    y = (x[:, 0, :4].mean((1, 2)) > x[:, 0, 4:].mean((1, 2))).long()  # top half brighter: class 1
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(256, 2)
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        f = bnnkit.fit(net, (x, y), progress=False, recipe=SHORT)
+    assert f.kind == "categorical" and f.scaling.x_mean is None  # images are not standardised
+    assert f.evaluate(x, y)["accuracy"] > 0.8
+    with pytest.raises(BnnkitError):
+        f.predict(torch.rand(3, 1, 9, 9))

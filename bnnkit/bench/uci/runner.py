@@ -294,7 +294,7 @@ def run_uci_arrays(
     x: Any,
     y: Any,
     splits: int | Sequence[tuple[Any, Any]] = 10,
-    methods: Sequence[str] = ("sgld", "sghmc", "fsgld", "fsghmc"),
+    methods: Sequence[str] = ("default", "ensemble", "mcdropout", "laplace", "bbb"),
     *,
     name: str = "arrays",
     out: str | Path = "bnnkit-out/uci",
