@@ -74,6 +74,13 @@ def fixed_noise(p: Problem) -> float | None:
         return None
     if p.options.get("noise") is not None:
         return float(p.options["noise"])
+    _, fitted = fitted_gp(p)
+    return max(math.sqrt(fitted["noise_variance"]), NOISE_FLOOR)
+
+
+def fitted_gp(p: Problem) -> tuple[Any, dict]:
+    """An RBF-kernel GP fitted by marginal likelihood (300 steps) to at most 1,000 training rows
+    (seeded by ``p.seed``), as the UCI bench fits it; and the fit's report."""
     from ..functional import GPPrior
 
     gp = GPPrior("rbf", input_dim=int(math.prod(p.x.shape[1:])))
@@ -85,33 +92,31 @@ def fixed_noise(p: Problem) -> float | None:
         generator=torch.Generator().manual_seed(p.seed),
         progress=p.progress,
     )
-    return max(math.sqrt(fitted["noise_variance"]), NOISE_FLOOR)
+    return gp, fitted
 
 
-def _default(p: Problem) -> tuple[Posterior, Any]:
+def _weight_space(sampler: str) -> Callable[[Problem], tuple[Posterior, Any]]:
+    """The recipe's chains on the posterior with the N(0, prior_scale^2) weight prior: pSGLD
+    (``default``) or scale-adapted SGHMC (``sghmc``)."""
+
+    def run(p: Problem) -> tuple[Posterior, Any]:
+        return _chains(p, p.posterior(), sampler)
+
+    return run
+
+
+def _chains(p: Problem, post: Posterior, sampler: str) -> tuple[Posterior, Any]:
+    """``p.recipe``'s warm starts and chains on ``post``."""
     return run_recipe(
         p.recipe,
-        p.posterior(),
+        post,
         p.x,
         p.y,
         seed=p.seed,
         progress=p.progress,
         output=p.output,
         batch_size=p.batch_size,
-    )
-
-
-def _sghmc(p: Problem) -> tuple[Posterior, Any]:
-    return run_recipe(
-        p.recipe,
-        p.posterior(),
-        p.x,
-        p.y,
-        seed=p.seed,
-        progress=p.progress,
-        output=p.output,
-        batch_size=p.batch_size,
-        sampler="sghmc",
+        sampler=sampler,
     )
 
 
@@ -121,37 +126,19 @@ def _functional(sampler: str) -> Callable[[Problem], tuple[Posterior, Any]]:
     training rows, in its Vecchia form) at the training inputs (at most 1,000 a step)."""
 
     def run(p: Problem) -> tuple[Posterior, Any]:
-        from ..functional import FunctionalPosterior, GPPrior, MeasurementPoints, Vecchia
+        from ..functional import FunctionalPosterior, MeasurementPoints, Vecchia
 
         if p.kind != "regression":
             raise BnnkitError(
                 f"method {sampler!r} through bnnkit.fit is for regression; for classification "
                 "build a FunctionalPosterior with a Categorical likelihood yourself."
             )
-        gp = GPPrior("rbf", input_dim=int(math.prod(p.x.shape[1:])))
-        gp.fit(
-            p.x.reshape(p.n, -1).cpu(),
-            p.y.cpu(),
-            num_steps=300,
-            max_points=1000,
-            generator=torch.Generator().manual_seed(p.seed),
-            progress=p.progress,
-        )
+        gp, _ = fitted_gp(p)
         meas: Any = p.x if p.n <= 1000 else MeasurementPoints(num_from_data=1000, num_uniform=0)
         post = FunctionalPosterior(
             p.module, p.likelihood(), gp, meas, p.x, num_data=p.n, prior_form=Vecchia()
         )
-        return run_recipe(
-            p.recipe,
-            post,
-            p.x,
-            p.y,
-            seed=p.seed,
-            progress=p.progress,
-            output=p.output,
-            batch_size=p.batch_size,
-            sampler=sampler,
-        )
+        return _chains(p, post, sampler)
 
     return run
 
@@ -191,6 +178,7 @@ def _laplace(p: Problem) -> tuple[Posterior, Any]:
         lr=LR,
         batch_size=min(p.batch_size, p.n),
         seed=p.seed,
+        progress=p.progress,
     )
     la.optimize_marglik()
     return la.posterior, la
@@ -234,8 +222,8 @@ def _bbb(p: Problem) -> tuple[Posterior, Any]:
 
 # name -> (runner, draws come from Markov chains, one line for the method table)
 METHODS: dict[str, tuple[Callable[[Problem], tuple[Posterior, Any]], bool, str]] = {
-    "default": (_default, True, "4 MAP-warm-started pSGLD chains, vectorised, noise sampled"),
-    "sghmc": (_sghmc, True, "the same warm starts, scale-adapted SGHMC (step 3e-3)"),
+    "default": (_weight_space("psgld"), True, "4 MAP-warm-started pSGLD chains, vectorised, noise sampled"),
+    "sghmc": (_weight_space("sghmc"), True, "the same warm starts, scale-adapted SGHMC (step 3e-3)"),
     "fsgld": (
         _functional("psgld"),
         True,

@@ -20,6 +20,12 @@ def _axes(ax: Any, figsize: tuple[float, float] = (6, 4)):
     return fig, fig.subplots()
 
 
+def _finish(fig: Any, ax: Any):
+    ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 def predictive_plot(fit: Any, x: Any, y: Any = None, level: float = 0.95, ax: Any = None):
     """Regression.  One input feature: the predictive mean and its ``level`` band (total, and its
     epistemic part alone) on a grid reaching 20 % beyond the range of ``x``, with the points
@@ -63,9 +69,7 @@ def predictive_plot(fit: Any, x: Any, y: Any = None, level: float = 0.95, ax: An
         ax.set_title(f"{inside:.0%} of targets inside the {level:.0%} intervals")
         ax.set_xlabel("observed")
         ax.set_ylabel("predicted")
-    ax.legend(loc="best", fontsize=8)
-    fig.tight_layout()
-    return fig
+    return _finish(fig, ax)
 
 
 def reliability_plot(fit: Any, x: Any, y: Any, num_bins: int = 15, ax: Any = None):
@@ -86,9 +90,7 @@ def reliability_plot(fit: Any, x: Any, y: Any, num_bins: int = 15, ax: Any = Non
     ax.set_xlabel("confidence")
     ax.set_ylabel("accuracy")
     ax.set_title(f"reliability (ECE {ece:.3f})")
-    ax.legend(loc="upper left", fontsize=8)
-    fig.tight_layout()
-    return fig
+    return _finish(fig, ax)
 
 
 def entropy_plot(fit: Any, x_in: Any, x_out: Any, bins: int = 30, ax: Any = None):
@@ -108,9 +110,7 @@ def entropy_plot(fit: Any, x_in: Any, x_out: Any, bins: int = 30, ax: Any = None
     ax.set_xlabel("predictive entropy (nats)")
     ax.set_ylabel("density")
     ax.set_title(f"OOD AUROC of entropy {ood_auroc(h_in, h_out):.3f}")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
+    return _finish(fig, ax)
 
 
 def rhat_plot(fit: Any, threshold: float = 1.1, ax: Any = None):
@@ -126,6 +126,4 @@ def rhat_plot(fit: Any, threshold: float = 1.1, ax: Any = None):
     ax.set_xlabel("draws per chain")
     ax.set_ylabel("function-space R-hat")
     ax.set_title(f"{fit.method}: {fit.diagnostics.get('chains')} chains")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
+    return _finish(fig, ax)

@@ -68,13 +68,6 @@ def output_folder(out: str | os.PathLike[str], marks: tuple[str, ...] = (), benc
             f"the output folder {path} (out / --out) is an existing file, not a folder: pass the path of a "
             "folder (it is created if missing)."
         )
-    for parent in path.parents:  # the nearest ancestor that exists must be a folder
-        if parent.exists():
-            if not parent.is_dir():
-                raise BnnkitError(
-                    f"cannot create the output folder {path} (out / --out): {parent} is a file, not a folder."
-                )
-            break
     if marks and path.is_dir():
         entries = sorted(p.name for p in path.iterdir() if p.name not in _HOUSEKEEPING)
         if entries and not any((path / m).exists() for m in marks):
@@ -84,24 +77,46 @@ def output_folder(out: str | os.PathLike[str], marks: tuple[str, ...] = (), benc
                 f"{bench} run (it holds no {marks[0]}): its files would be overwritten or mixed with this run's; "
                 "pass a new or empty folder."
             )
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise BnnkitError(
-            f"cannot create the output folder {path} (out / --out): {err.strerror or err}."
-        ) from None
+    why = create_folder(path)
+    if why is not None:
+        raise BnnkitError(f"cannot create the output folder {path} (out / --out): {why}.")
     check_writable(path, "the output folder")
     return path
 
 
 def check_writable(folder: Path, what: str) -> None:
-    """Refuse ``folder`` (``what`` names it in the message) unless a file can be made in it: a
-    probe file is written and removed (``os.access`` alone passes for root on a read-only mode)."""
+    """Refuse ``folder`` (``what`` names it in the message) unless a file can be made in it
+    (:func:`unwritable`)."""
+    why = unwritable(folder)
+    if why is not None:
+        raise BnnkitError(f"cannot write into {what} {folder}: {why}.")
+
+
+def create_folder(folder: Path) -> str | None:
+    """Create ``folder`` and its missing parents; why that failed (the nearest of them that
+    exists is a file, or the system's reason), or None."""
+    for path in (folder, *folder.parents):
+        if path.exists():
+            if not path.is_dir():
+                return f"{path} is a file, not a folder"
+            break
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        return f"{err.strerror or err}"
+    return None
+
+
+def unwritable(folder: Path) -> str | None:
+    """Why no file can be made in the existing ``folder`` (``"permission denied"``, or the
+    system's reason), or None: a probe file is written and removed (``os.access`` alone passes
+    for root on a read-only mode)."""
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise BnnkitError(f"cannot write into {what} {folder}: permission denied.")
+        return "permission denied"
     probe = folder / f".bnnkit-write-probe-{os.getpid()}"
     try:
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as err:
-        raise BnnkitError(f"cannot write into {what} {folder}: {err.strerror or err}.") from None
+        return f"{err.strerror or err}"
+    return None

@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 import bnnkit
+from bnnkit.bench.records import create_folder, unwritable
 from bnnkit.core.errors import BnnkitError
 from bnnkit.data.toy import TOY1D_NOISE, load_toy1d, toy1d_function
 from bnnkit.diagnostics import ess, rhat
@@ -59,27 +60,14 @@ def check_out_file(out: str | os.PathLike[str]) -> Path:
             f"{', '.join('.' + f for f in sorted(formats))} (e.g. .png)."
         )
     parent = path.parent
-    for folder in (parent, *parent.parents):  # the nearest one that exists must be a folder
-        if folder.exists():
-            if not folder.is_dir():
-                raise BnnkitError(f"cannot write --out {path}: {folder} is a file, not a folder.")
-            break
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise BnnkitError(
-            f"cannot create the folder {parent} of --out {path}: {err.strerror or err}."
-        ) from None
+    why = create_folder(parent)
+    if why is not None:
+        raise BnnkitError(f"cannot create the folder {parent} of --out {path}: {why}.")
     if path.exists() and not os.access(path, os.W_OK):
         raise BnnkitError(f"cannot write --out {path}: the file is read-only.")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise BnnkitError(f"cannot write --out {path}: permission denied in {parent}.")
-    probe = parent / f".bnnkit-write-probe-{os.getpid()}"
-    try:
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as err:
-        raise BnnkitError(f"cannot write --out {path}: {err.strerror or err} in {parent}.") from None
+    why = unwritable(parent)
+    if why is not None:
+        raise BnnkitError(f"cannot write --out {path}: {why} in {parent}.")
     return path
 
 

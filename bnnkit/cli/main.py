@@ -9,6 +9,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ..core.errors import BnnkitError
 
@@ -324,6 +325,9 @@ def _run(args: argparse.Namespace) -> int:
     handler = _HANDLERS.get(_subcommand(args))
     if handler is None:  # pragma: no cover - argparse enforces a command
         return 2
+    import torch
+
+    torch.set_num_threads(args.threads)  # every command has --threads
     return handler(args)
 
 
@@ -336,39 +340,36 @@ def _subcommand(args: argparse.Namespace) -> tuple[str, ...]:
     return (args.command,)
 
 
+# The options several commands share, as the keywords of the functions the commands run.
+_SHARED_OPTIONS = {"out": "out", "data": "root", "quick": "quick", "seed": "seed", "resume": "resume"}
+
+
+def _shared(args: argparse.Namespace) -> dict[str, Any]:
+    """The run function's keywords from the shared options the command has: ``out``, ``root``
+    (``--data``), ``quick``, ``seed``, ``resume``, and ``progress`` (not ``--no-progress``)."""
+    kw = {key: getattr(args, flag) for flag, key in _SHARED_OPTIONS.items() if hasattr(args, flag)}
+    return {**kw, "progress": not args.no_progress}
+
+
 def _demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
     run_demo(
-        out=args.out,
         num_chains=args.chains,
         num_samples=args.samples,
         num_warmup=args.warmup,
         num_steps=args.leapfrog,
-        seed=args.seed,
         threads=args.threads,
-        progress=not args.no_progress,
         chain_method=args.chain_method,
+        **_shared(args),
     )
     return 0
 
 
 def _experiment_extrapolation(args: argparse.Namespace) -> int:
-    import json
-
-    import torch
-
     from ..bench.extrapolation import run_extrapolation
 
-    torch.set_num_threads(args.threads)
-    report = run_extrapolation(
-        out=args.out,
-        quick=args.quick,
-        seed=args.seed,
-        progress=not args.no_progress,
-        step_size=args.step_size,
-        friction=args.friction,
-    )
+    report = run_extrapolation(step_size=args.step_size, friction=args.friction, **_shared(args))
     for name in ("fsghmc", "sghmc", "sghmc_scaled"):
         print(f"{name}: " + json.dumps({k: round(v, 3) for k, v in report[name].items()}))
     print(f"wrote {args.out}/extrapolation.png and {args.out}/extrapolation.json")
@@ -376,26 +377,18 @@ def _experiment_extrapolation(args: argparse.Namespace) -> int:
 
 
 def _bench_uci(args: argparse.Namespace) -> int:
-    import torch
-
     from ..bench.uci import run_uci, stock_protocol
 
-    torch.set_num_threads(args.threads)
     report = run_uci(
         protocol=stock_protocol(args.quick, args.protocol),
         datasets=args.datasets,
         methods=args.methods,
         splits=args.splits,
-        out=args.out,
-        root=args.data,
-        quick=args.quick,
-        seed=args.seed,
-        progress=not args.no_progress,
         tune=args.tune,
         from_cells=args.from_cells,
-        resume=args.resume,
         first_split=args.first_split,
         split_kind=args.split_kind,
+        **_shared(args),
     )
     print(report["markdown"])
     print(f"wrote {args.out}/uci.md, uci.csv, uci.json and uci.png")
@@ -403,23 +396,15 @@ def _bench_uci(args: argparse.Namespace) -> int:
 
 
 def _bench_image(args: argparse.Namespace) -> int:
-    import torch
-
     from ..bench.image import run_image
 
-    torch.set_num_threads(args.threads)
     run_image(
         dataset=args.dataset,
         methods=tuple(args.methods),
-        out=args.out,
-        root=args.data,
         download=args.download,
-        quick=args.quick,
-        seed=args.seed,
-        progress=not args.no_progress,
         model=args.model,
         width=args.width,
-        resume=args.resume,
+        **_shared(args),
     )
     print((Path(args.out) / "image.md").read_text())
     return 0
@@ -439,23 +424,16 @@ def _json_object(text: str | None, flag: str) -> dict | None:
 
 
 def _bench_bandit(args: argparse.Namespace) -> int:
-    import torch
-
     from ..bench.bandit import METHODS, run_bandit
 
-    torch.set_num_threads(args.threads)
     run_bandit(
         methods=args.methods or METHODS,
         patterns=args.patterns,
         seeds=args.seeds,
         steps=args.steps,
-        out=args.out,
-        root=args.data,
-        quick=args.quick,
-        progress=not args.no_progress,
-        resume=args.resume,
         from_runs=args.from_runs,
         config=_json_object(args.config, "--config"),
+        **_shared(args),
     )
     print((Path(args.out) / "bandit.md").read_text())
     return 0

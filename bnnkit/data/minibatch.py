@@ -90,10 +90,49 @@ class EpochIndices:
         self._perm, self._pos = state["perm"], state["pos"]
 
 
+def row_count(owner: str, example: str, tensors: tuple[Tensor, ...], what: str = "tensors") -> int:
+    """The number of rows of ``tensors``, the data arguments of ``owner`` (``example`` shows a call's
+    arguments): refused unless there is at least one and every one is a tensor with a row
+    dimension of that size (``what`` names them in the message)."""
+    if not tensors:
+        raise BnnkitError(f"{owner} needs at least one tensor, e.g. {owner}({example}).")
+    for i, t in enumerate(tensors):
+        if not isinstance(t, Tensor) or t.ndim == 0:
+            raise BnnkitError(
+                f"argument {i} of {owner} must be a tensor with a row dimension, got {type(t).__name__}."
+            )
+    n = tensors[0].shape[0]
+    if any(t.shape[0] != n for t in tensors):
+        shapes = ", ".join(str(tuple(t.shape)) for t in tensors)
+        raise BnnkitError(f"all {what} must have the same number of rows; got shapes {shapes}.")
+    return n
+
+
+def check_batch_size(batch_size: int, num_data: int) -> None:
+    """A minibatch size ``1 <= batch_size <= num_data``."""
+    check_int_at_least("batch_size", batch_size, 1)
+    if batch_size > num_data:
+        raise BnnkitError(
+            f"batch_size={batch_size} is larger than the data set ({num_data} rows); use batch_size <= {num_data}."
+        )
+
+
 class EpochStream:
     """A minibatch stream whose whole state is its :class:`EpochIndices` (``self.indices``)."""
 
     indices: EpochIndices
+
+    def _keep(
+        self, tensors: tuple[Tensor, ...], num_data: int, batch_size: int, shuffle: bool, drop_last: bool
+    ):
+        """Keep the data and the batching of epochs over ``num_data`` rows; start the indices."""
+        self.tensors = tensors
+        self.num_data = num_data
+        self.batch_size = batch_size
+        self.shuffle = shuffle
+        self.drop_last = drop_last
+        self._full = batch_size == num_data
+        self.indices = EpochIndices(num_data, batch_size, shuffle, drop_last, device=tensors[0].device)
 
     def state_dict(self) -> dict:
         return self.indices.state_dict()
@@ -123,31 +162,11 @@ class Minibatches(EpochStream):
     """
 
     def __init__(self, *tensors: Tensor, batch_size: int, shuffle: bool = True, drop_last: bool = False):
-        if not tensors:
-            raise BnnkitError("Minibatches needs at least one tensor, e.g. Minibatches(x, y, batch_size=32).")
-        for i, t in enumerate(tensors):
-            if not isinstance(t, Tensor) or t.ndim == 0:
-                raise BnnkitError(
-                    f"argument {i} of Minibatches must be a tensor with a row dimension, got {type(t).__name__}."
-                )
-        n = tensors[0].shape[0]
+        n = row_count("Minibatches", "x, y, batch_size=32", tensors)
         if n == 0:
             raise BnnkitError("the data set is empty (0 rows); minibatch sampling needs at least one row.")
-        if any(t.shape[0] != n for t in tensors):
-            shapes = ", ".join(str(tuple(t.shape)) for t in tensors)
-            raise BnnkitError(f"all tensors must have the same number of rows; got shapes {shapes}.")
-        check_int_at_least("batch_size", batch_size, 1)
-        if batch_size > n:
-            raise BnnkitError(
-                f"batch_size={batch_size} is larger than the data set ({n} rows); use batch_size <= {n}."
-            )
-        self.tensors = tensors
-        self.num_data = n
-        self.batch_size = batch_size
-        self.shuffle = shuffle
-        self.drop_last = drop_last
-        self._full = batch_size == n
-        self.indices = EpochIndices(n, batch_size, shuffle, drop_last, device=tensors[0].device)
+        check_batch_size(batch_size, n)
+        self._keep(tensors, n, batch_size, shuffle, drop_last)
 
     def per_chain(self, num_chains: int) -> ChainMinibatches:
         """This stream as ``num_chains`` chains' own minibatches (vectorised chains)."""

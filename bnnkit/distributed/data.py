@@ -9,7 +9,7 @@ from torch import Tensor
 
 from ..core.errors import BnnkitError, check_int_at_least
 from ..core.types import Batch
-from ..data.minibatch import EpochIndices, EpochStream
+from ..data.minibatch import EpochStream, check_batch_size, row_count
 
 
 class ShardBatch(tuple):
@@ -85,44 +85,19 @@ class ShardedMinibatches(EpochStream):
         shuffle: bool = True,
         drop_last: bool = False,
     ):
-        if not tensors:
-            raise BnnkitError(
-                "ShardedMinibatches needs at least one tensor, e.g. ShardedMinibatches(x_shard, y_shard, ...)."
-            )
-        for i, t in enumerate(tensors):
-            if not isinstance(t, Tensor) or t.ndim == 0:
-                raise BnnkitError(
-                    f"argument {i} of ShardedMinibatches must be a tensor with a row dimension, "
-                    f"got {type(t).__name__}."
-                )
-        n_local = tensors[0].shape[0]
-        if any(t.shape[0] != n_local for t in tensors):
-            shapes = ", ".join(str(tuple(t.shape)) for t in tensors)
-            raise BnnkitError(
-                f"all tensors of a shard must have the same number of rows; got shapes {shapes}."
-            )
+        n_local = row_count("ShardedMinibatches", "x_shard, y_shard, ...", tensors, "tensors of a shard")
         check_int_at_least("num_data", num_data, 1)
         check_int_at_least("shard_start", shard_start, 0)
-        check_int_at_least("batch_size", batch_size, 1)
         if shard_start + n_local > num_data:
             raise BnnkitError(
                 f"the shard holds rows [{shard_start}, {shard_start + n_local}) but num_data={num_data}; "
                 "num_data must be the size of the full data set over all ranks."
             )
-        if batch_size > num_data:
-            raise BnnkitError(
-                f"batch_size={batch_size} is larger than the data set ({num_data} rows); use batch_size <= {num_data}."
-            )
-        self.tensors = tensors
-        self.num_data = num_data
+        check_batch_size(batch_size, num_data)
         self.shard_start = shard_start
         self.shard_stop = shard_start + n_local
-        self.batch_size = batch_size
-        self.shuffle = shuffle
-        self.drop_last = drop_last
-        self._full = batch_size == num_data
         # The same index draws as Minibatches on the full data (tested against it).
-        self.indices = EpochIndices(num_data, batch_size, shuffle, drop_last, device=tensors[0].device)
+        self._keep(tensors, num_data, batch_size, shuffle, drop_last)
 
     @classmethod
     def from_full(

@@ -13,6 +13,7 @@ global minibatches up to float rounding (the sum is added in another order).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,17 +84,18 @@ class DataParallelPosterior(Posterior):
             # A prior's conjugate draw depends only on the weights (the same on every rank); a
             # likelihood's depends on the data, which no rank holds in full.
             conj[name] = fn if name.startswith(PRIOR) else _unsupported_update(name)
-        return DataParallelTarget(
-            view=base.view,
+        # The base target's fields, its data terms all-reduced; no likelihood bound, and no
+        # hand-batched gradient (chains are not vectorised with data_parallel).
+        fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(base)}
+        fields.update(
             log_prob=red.log_prob,
             grad_fn=red.value_and_grad,
-            prior_sample=base.prior_sample,
-            prior_log_prob=base.prior_log_prob,
             log_likelihood=red.log_likelihood,
             log_likelihood_bound=None,
             conjugate_updates=conj,
-            num_data=self.num_data,
+            stacked_grad=None,
         )
+        return DataParallelTarget(**fields)
 
     def config(self) -> dict:
         return {**super().config(), "data_parallel": {"world_size": self.world_size}}

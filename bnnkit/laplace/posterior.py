@@ -118,6 +118,7 @@ class Laplace:
         batch_size: int | None = None,
         init: str = "module",
         seed: int = 0,
+        progress: bool = False,
     ) -> Laplace:
         """Find (or take) the MAP and compute the curvature of ``data`` = ``(inputs, targets)``.
 
@@ -130,11 +131,13 @@ class Laplace:
             steps, lr, batch_size: the optimiser loop (``batch_size=None``: full batch).
             init: the loop's start, ``"module"`` (the module's weights) or ``"prior"`` (a draw).
             seed: seeds the loop's generator (prior draw, minibatches) and any low-rank sketch.
+            progress: a progress bar over the optimiser steps.
         """
         data = self._base.as_data(data)
         self._data = data
         self._gen = torch.Generator().manual_seed(seed)
         self._map_kwargs = dict(steps=steps, lr=lr, batch_size=batch_size)
+        self._progress = progress
         if map is None:
             start = self._base.initial_position(init, self._gen)[: self._base.d_net]
             net = self._optimise_map(start, **self._map_kwargs)
@@ -161,7 +164,9 @@ class Laplace:
             # the likelihood's / prior's own entries (a dict over the whole layout) are not the MAP's
             net = {k: v for k, v in map.items() if not str(k).startswith((LIK, PRIOR))}
             flat = post.net_view.ravel(net, what="the MAP dict", batch_dims=False)
-            return {k: v.detach().clone() for k, v in post.net_view.unravel(flat.to(post.net_view.dtype)).items()}
+            return {
+                k: v.detach().clone() for k, v in post.net_view.unravel(flat.to(post.net_view.dtype)).items()
+            }
         raise BnnkitError(f"map must be None, 'module', a dict or a flat tensor; got {type(map).__name__}.")
 
     def _optimise_map(
@@ -174,9 +179,13 @@ class Laplace:
         inputs, targets = self._data
         n = int(inputs.shape[0])
         extras = post.view.ravel({**post.net_view.unravel(start), **post.initial_extras})[post.d_net :]
+        from tqdm.auto import tqdm
+
         x = start.detach().clone().requires_grad_(True)
         opt = torch.optim.Adam([x], lr=lr)
-        for _ in range(steps):
+        for _ in tqdm(
+            range(steps), desc="Laplace: MAP", disable=not getattr(self, "_progress", False), leave=False
+        ):
             if batch_size is None or batch_size >= n:
                 batch = (inputs, targets)
             else:

@@ -23,10 +23,13 @@ from torch import Tensor
 
 from ..core.errors import BnnkitError
 from ..likelihoods import Bernoulli, Gaussian
-from ..predict.predictive import ClassificationPredictive, _as_targets
+from ..predict.predictive import (
+    ClassificationPredictive,
+    _as_targets,
+    gaussian_interval,
+    gaussian_log_density,
+)
 from .curvature import jacobian_chunks
-
-LOG_2PI = math.log(2 * math.pi)
 
 
 @dataclass
@@ -51,16 +54,13 @@ class GLMRegressionPredictive:
         return self.variance.sqrt()
 
     def log_prob(self, y: Tensor) -> Tensor:
-        y = _as_targets(y, self.mean.shape)
-        v = self.variance
-        return -0.5 * ((y - self.mean) ** 2 / v + v.log() + LOG_2PI)
+        return gaussian_log_density(_as_targets(y, self.mean.shape), self.mean, self.variance)
 
     def nll(self, y: Tensor) -> float:
         return float(-self.log_prob(y).mean())
 
     def interval(self, level: float = 0.95) -> tuple[Tensor, Tensor]:
-        z = math.sqrt(2) * torch.erfinv(torch.tensor(level, dtype=torch.float64)).item()
-        return self.mean - z * self.stddev, self.mean + z * self.stddev
+        return gaussian_interval(self.mean, self.stddev, level)
 
 
 def glm_predict(la, inputs: Tensor, link: str, num_samples: int, gen: torch.Generator):

@@ -30,17 +30,25 @@ def _tensor(name: str, value: object, attr: str | None = None) -> Tensor:
     return t.detach()
 
 
-def _finite(metric: str, name: str, t: Tensor) -> None:
+def nonfinite_rows(t: Tensor) -> str | None:
+    """Where ``t`` holds NaN or inf, as ``"in K of N rows (rows i, j, ...)"`` (the first five
+    named); None where it holds none (or is not floating point)."""
     if not t.is_floating_point():
-        return
+        return None
     bad = ~torch.isfinite(t)
-    if bad.any():
-        rows = bad.reshape(bad.shape[0], -1).any(dim=1) if bad.ndim else bad.reshape(1)
-        idx = torch.nonzero(rows).flatten().tolist()
-        shown = ", ".join(str(i) for i in idx[:5]) + (", ..." if len(idx) > 5 else "")
+    if not bad.any():
+        return None
+    rows = bad.reshape(bad.shape[0], -1).any(dim=1) if bad.ndim else bad.reshape(1)
+    idx = torch.nonzero(rows).flatten().tolist()
+    shown = ", ".join(str(i) for i in idx[:5]) + (", ..." if len(idx) > 5 else "")
+    return f"in {len(idx)} of {rows.numel()} rows (rows {shown})"
+
+
+def _finite(metric: str, name: str, t: Tensor) -> None:
+    where = nonfinite_rows(t)
+    if where is not None:
         raise BnnkitError(
-            f"{metric}: {name} contain NaN or inf in {len(idx)} of {rows.numel()} rows (rows {shown}); "
-            "remove those rows (or fix what produced them) first."
+            f"{metric}: {name} contain NaN or inf {where}; remove those rows (or fix what produced them) first."
         )
 
 

@@ -24,6 +24,7 @@ from ..core.errors import BnnkitError
 from ..core.posterior import Posterior
 from ..core.samples import Samples
 from ..likelihoods import Bernoulli, Categorical, Gaussian
+from .metrics import nonfinite_rows
 
 LOG_2PI = math.log(2 * math.pi)
 
@@ -144,8 +145,7 @@ class RegressionPredictive:
     def log_prob_draws(self, y: Tensor) -> Tensor:
         """Per-draw, per-point log density ``log N(y_n; f_s(x_n), sigma_s^2)``, ``[S, N]``: the
         pointwise log-likelihood matrix of PSIS-LOO (:func:`bnnkit.diagnostics.psis_loo`)."""
-        y = _as_targets(y, self.f.shape[1:])
-        return -0.5 * ((y - self.f) ** 2 / self.noise_var + torch.log(self.noise_var) + LOG_2PI)
+        return gaussian_log_density(_as_targets(y, self.f.shape[1:]), self.f, self.noise_var)
 
     def log_prob(self, y: Tensor) -> Tensor:
         """Per-point log predictive density (log-sum-exp over draws)."""
@@ -158,8 +158,7 @@ class RegressionPredictive:
 
     def interval(self, level: float = 0.95) -> tuple[Tensor, Tensor]:
         """Central interval of a Gaussian with the mixture's mean and total variance."""
-        z = math.sqrt(2) * torch.erfinv(torch.tensor(level, dtype=torch.float64)).item()
-        return self.mean - z * self.stddev, self.mean + z * self.stddev
+        return gaussian_interval(self.mean, self.stddev, level)
 
 
 @dataclass
@@ -222,6 +221,17 @@ def predict(
     return ClassificationPredictive(torch.einsum("s,s...->...", w, probs))
 
 
+def gaussian_log_density(y: Tensor, mean: Tensor, var: Tensor) -> Tensor:
+    """``log N(y; mean, var)``, elementwise (broadcast)."""
+    return -0.5 * ((y - mean) ** 2 / var + torch.log(var) + LOG_2PI)
+
+
+def gaussian_interval(mean: Tensor, stddev: Tensor, level: float) -> tuple[Tensor, Tensor]:
+    """The central ``level`` interval ``mean -+ z stddev`` of a Gaussian (``z`` its quantile)."""
+    z = math.sqrt(2) * torch.erfinv(torch.tensor(level, dtype=torch.float64)).item()
+    return mean - z * stddev, mean + z * stddev
+
+
 def _as_targets(y: Tensor, shape: torch.Size) -> Tensor:
     """Regression targets ``y`` for predictions of ``shape``: a tensor or NumPy array, finite."""
     if not isinstance(y, Tensor):
@@ -237,14 +247,7 @@ def _as_targets(y: Tensor, shape: torch.Size) -> Tensor:
                 "target per input row."
             )
         y = y.reshape(shape)
-    if y.is_floating_point():
-        bad = ~torch.isfinite(y)
-        if bad.any():
-            rows = bad.reshape(bad.shape[0], -1).any(dim=1) if bad.ndim else bad.reshape(1)
-            idx = torch.nonzero(rows).flatten().tolist()
-            shown = ", ".join(str(i) for i in idx[:5]) + (", ..." if len(idx) > 5 else "")
-            raise BnnkitError(
-                f"targets contain NaN or inf in {len(idx)} of {rows.numel()} rows (rows {shown}); remove those rows "
-                "before scoring."
-            )
+    where = nonfinite_rows(y)
+    if where is not None:
+        raise BnnkitError(f"targets contain NaN or inf {where}; remove those rows before scoring.")
     return y

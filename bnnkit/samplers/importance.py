@@ -10,8 +10,9 @@ estimate rests on a handful of points and a warning is raised.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import torch
 from torch import Tensor
@@ -21,6 +22,19 @@ from ..core.target import Target
 from ..core.types import Batch, Kernel
 from ..diagnostics import warn_if_degenerate
 from .proposals import PriorProposal, Proposal, proposal_config
+
+S = TypeVar("S")
+
+
+def independent_init(target: Target, state: Callable[[Tensor, Tensor], S]) -> Callable[[Tensor, Batch], S]:
+    """The ``init`` of a sampler of independent draws (importance, rejection): the state
+    ``state(position, log_density)`` at the initial position, without a gradient."""
+
+    def init(position: Tensor, batch: Batch) -> S:
+        with torch.no_grad():
+            return state(position.detach().clone(), target.log_prob(position, batch))
+
+    return init
 
 
 class ImportanceState(NamedTuple):
@@ -44,9 +58,7 @@ class ImportanceSampler:
     def build(self, target: Target) -> Kernel:
         proposal: Proposal = PriorProposal(target) if self.proposal is None else self.proposal
 
-        def init(position: Tensor, batch: Batch) -> ImportanceState:
-            with torch.no_grad():
-                return ImportanceState(position.detach().clone(), target.log_prob(position, batch))
+        init = independent_init(target, ImportanceState)
 
         def step(
             state: ImportanceState, batch: Batch, gen: torch.Generator

@@ -23,6 +23,7 @@ from torch import Tensor
 from ..core.errors import BnnkitError, check_int_at_least
 from ..core.target import Target
 from ..core.types import Batch, Kernel
+from .importance import independent_init
 from .proposals import PriorProposal, Proposal, proposal_config
 
 
@@ -106,9 +107,7 @@ class RejectionSampler:
                 "tighter bound, or an MCMC sampler."
             )
 
-        def init(position: Tensor, batch: Batch) -> RejectionState:
-            with torch.no_grad():
-                return RejectionState(position.detach().clone(), target.log_prob(position, batch))
+        init = independent_init(target, RejectionState)
 
         def step(
             state: RejectionState, batch: Batch, gen: torch.Generator

@@ -50,11 +50,11 @@ from ..core.types import Kernel
 from ..priors.base import scale_vector
 from ..priors.gaussian import GaussianPrior
 from .estimators import ESTIMATORS, ForwardPlan
-from .kernel import VIState, check_stream_batch, draws_from_state, mean_field_kernel
+from .kernel import VIState, draws_from_state, elbo_kernel
 from .kl import mean_field_kl, monte_carlo_kl
 from .local_mlp import LocalELBO, LocalForward
 from .meanfield import MeanFieldGaussian
-from .optim import FlatAdam
+from .optim import FlatAdam, batches_per_epoch, check_fit_options
 from .run import HISTORY_BBB, _check_weights_only, _require_posterior, run_fit
 
 LOG_2PI = math.log(2 * math.pi)
@@ -75,6 +75,16 @@ class VIResult:
         draws = self.q.sample(num_samples, make_generator(seed, 0))
         stats = {"log_density": torch.full((1, num_samples), math.nan)}
         return Samples(draws.unsqueeze(0), stats, self.posterior.view, {"vi": self.config})
+
+    @classmethod
+    def from_state(cls, posterior: Posterior, state: VIState, history: dict, config: dict) -> VIResult:
+        """The result of a fit whose final kernel state is ``state`` (``q`` a fresh copy of its
+        parameters, trainable)."""
+        q = MeanFieldGaussian.from_params(
+            state.params[0].detach().clone().requires_grad_(True),
+            state.params[1].detach().clone().requires_grad_(True),
+        )
+        return cls(posterior, q, history, config)
 
     @property
     def mean(self) -> Tensor:
@@ -102,20 +112,15 @@ class BayesByBackprop:
     name: str = "bbb"
 
     def __post_init__(self) -> None:
-        check_positive("lr", self.lr)
-        check_int_at_least("num_epochs", self.num_epochs, 1)
+        check_fit_options(self.lr, self.num_epochs, self.batch_size, self.lr_decay)
         check_int_at_least("num_mc (Monte-Carlo samples per step)", self.num_mc, 1)
         check_positive("temperature", self.temperature)
-        if self.batch_size is not None:
-            check_int_at_least("batch_size", self.batch_size, 1)
         if self.estimator not in ESTIMATORS:
             raise BnnkitError(f"estimator must be one of {ESTIMATORS}, got {self.estimator!r}.")
         if self.kl not in ("auto", "closed", "mc"):
             raise BnnkitError(f"kl must be 'auto', 'closed' or 'mc', got {self.kl!r}.")
         if self.kl_weighting not in ("uniform", "blundell"):
             raise BnnkitError(f"kl_weighting must be 'uniform' or 'blundell', got {self.kl_weighting!r}.")
-        if self.lr_decay not in (None, "cosine"):
-            raise BnnkitError(f"lr_decay must be None or 'cosine', got {self.lr_decay!r}.")
         if self.compile and self.estimator != "local":
             raise BnnkitError(f"compile=True needs estimator='local', got estimator={self.estimator!r}.")
 
@@ -299,7 +304,7 @@ class BayesByBackprop:
                 "minibatched Bayes by Backprop needs the training-set size: build the Posterior with "
                 "num_data=N (the epoch of N / batch_size minibatches sums to the full ELBO)."
             )
-        num_batches = 1 if self.batch_size is None else math.ceil(num_data / min(self.batch_size, num_data))
+        num_batches = batches_per_epoch(self.batch_size, num_data)
         kl_weights = self._kl_weights(num_batches)  # pi_i: one epoch's KL sums to one KL
         weights = [self.temperature * w for w in kl_weights]  # T * pi_i, the KL's weight in the loss
         plan = self.plan(posterior)
@@ -331,26 +336,15 @@ class BayesByBackprop:
                     device=mu.device,
                 )
 
-        return mean_field_kernel(
-            objective=objective,
-            summarise=summarise,
-            num_columns=3,
-            num_records=3,
-            num_epochs=self.num_epochs,
-            batches_per_epoch=num_batches,
-            lr=self.lr,
-            lr_decay=self.lr_decay,
-            init_sigma=self.init_sigma,
-            validation=val,
-            patience=self.patience if validation is not None else None,
-            check_batch=check_stream_batch(type(self).__name__, self.batch_size, num_data),
+        patience = self.patience if validation is not None else None
+        return elbo_kernel(
+            self, objective, summarise, num_batches, num_data, validation=val, patience=patience
         )
 
     @staticmethod
     def draws(state: VIState, num: int, generator: torch.Generator) -> Tensor:
         """``num`` draws ``[num, D]`` from the ``q`` of a kernel state (e.g. Thompson sampling
         from an online fit): ``mu + softplus(rho) * eps``, ``eps`` from ``generator``."""
-        check_int_at_least("num", num, 1)
         return draws_from_state(state, num, generator)
 
     def fit(
@@ -375,11 +369,7 @@ class BayesByBackprop:
         what = "Bayes by Backprop's ELBO"
         state, history = run_fit(self, posterior, data, seed, progress, output, validation, HISTORY_BBB, what)
         history.setdefault("val_nll", [])
-        q = MeanFieldGaussian.from_params(
-            state.params[0].detach().clone().requires_grad_(True),
-            state.params[1].detach().clone().requires_grad_(True),
-        )
-        return VIResult(posterior, q, history, self.config())
+        return VIResult.from_state(posterior, state, history, self.config())
 
     def _kl_weights(self, num_batches: int) -> list[float]:
         if self.kl_weighting == "uniform":

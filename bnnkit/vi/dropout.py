@@ -63,7 +63,7 @@ from ..likelihoods import Bernoulli, Categorical, Gaussian, Likelihood
 from ..predict.predictive import ClassificationPredictive, RegressionPredictive
 from ..priors.base import scale_vector
 from ..priors.gaussian import GaussianPrior
-from .optim import adam_update, cosine_lr
+from .optim import check_fit_options, loss_fit_start, loss_fit_step
 
 SUPPORTED = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d)
 
@@ -95,17 +95,12 @@ class MCDropout:
     def __post_init__(self) -> None:
         if self.p is not None:
             _check_rate(self.p)
-        check_positive("lr", self.lr)
-        check_int_at_least("num_epochs", self.num_epochs, 1)
-        if self.batch_size is not None:
-            check_int_at_least("batch_size", self.batch_size, 1)
+        check_fit_options(self.lr, self.num_epochs, self.batch_size, self.lr_decay)
         if self.weight_decay is not None and not (
             math.isfinite(self.weight_decay) and self.weight_decay >= 0
         ):
             raise BnnkitError(f"weight_decay must be a finite number >= 0, got {self.weight_decay!r}.")
         check_positive("prior_scale", self.prior_scale, "Pass the prior standard deviation of the weights.")
-        if self.lr_decay not in (None, "cosine"):
-            raise BnnkitError(f"lr_decay must be None or 'cosine', got {self.lr_decay!r}.")
 
     def config(self) -> dict:
         return asdict(self)
@@ -189,18 +184,7 @@ class MCDropout:
 
         def init(position: Tensor, batch: Any) -> DropoutState:
             x = position.detach().clone()
-            zeros = torch.zeros_like(x)
-            return DropoutState(
-                x,
-                x,
-                zeros,
-                zeros.clone(),
-                torch.zeros((), dtype=torch.float32, device=x.device),
-                torch.zeros((), dtype=torch.int64),
-                torch.tensor(lr, dtype=x.dtype),
-                torch.zeros(2, dtype=x.dtype, device=x.device),
-                torch.full((self.num_epochs, 2), math.nan, dtype=x.dtype, device=x.device),
-            )
+            return DropoutState(position=x, weights=x, **loss_fit_start(x, lr, self.num_epochs, 2))
 
         def step(state: DropoutState, batch: Any, gen: torch.Generator) -> tuple[DropoutState, DropoutInfo]:
             t = int(state.iteration)
@@ -217,16 +201,9 @@ class MCDropout:
                 nll = -lik.log_prob(out, yb, {}) / xb.shape[0]
                 loss = nll + 0.5 * torch.dot(decay, w * w)
                 (g,) = torch.autograd.grad(loss, w)
-            lr_t = lr if lr_decay is None else cosine_lr(lr, t, total)
-            x, m, v, s = adam_update(state.weights, g, state.exp_avg, state.exp_avg_sq, state.adam_step, lr_t)
-            sums = state.sums + torch.stack([loss.detach(), nll.detach()]) / per_epoch
-            history = state.history
-            if (t + 1) % per_epoch == 0:  # the epoch's mean loss and NLL per data point
-                history = history.clone()
-                history[t // per_epoch] = sums
-                sums = torch.zeros_like(sums)
-            lr_tensor = torch.tensor(lr_t, dtype=x.dtype)
-            new = DropoutState(x, x, m, v, s, state.iteration + 1, lr_tensor, sums, history)
+            # history: the epoch's mean loss and NLL per data point
+            x, fields = loss_fit_step(state, state.weights, g, loss, nll, t, (lr, lr_decay, total, per_epoch))
+            new = DropoutState(position=x, weights=x, **fields)
             return new, DropoutInfo(-loss.detach(), new.step_size, _FALSE)
 
         return Kernel(init, step, fit_steps=total)

@@ -43,7 +43,7 @@ from typing import Any, ClassVar, NamedTuple
 import torch
 from torch import Tensor
 
-from ..core.errors import BnnkitError, DivergenceError, check_int_at_least, check_positive, resolve_batch_size
+from ..core.errors import BnnkitError, DivergenceError, check_int_at_least, resolve_batch_size
 from ..core.posterior import Posterior
 from ..core.random import init_module_, make_generator
 from ..core.samples import Samples
@@ -51,7 +51,7 @@ from ..core.types import Kernel
 from ..likelihoods.gaussian import Gaussian
 from ..priors.base import scale_vector
 from ..priors.gaussian import GaussianPrior
-from .optim import adam_update, cosine_lr
+from .optim import adam_start, adam_update, batches_per_epoch, check_fit_options, scheduled_lr
 
 INITS = ("module", "prior")
 
@@ -86,14 +86,9 @@ class DeepEnsemble:
 
     def __post_init__(self) -> None:
         check_int_at_least("num_members", self.num_members, 1)
-        check_positive("lr", self.lr)
-        check_int_at_least("num_epochs", self.num_epochs, 1)
-        if self.batch_size is not None:
-            check_int_at_least("batch_size", self.batch_size, 1)
+        check_fit_options(self.lr, self.num_epochs, self.batch_size, self.lr_decay)
         if self.init not in INITS:
             raise BnnkitError(f"init must be one of {INITS}, got {self.init!r}.")
-        if self.lr_decay not in (None, "cosine"):
-            raise BnnkitError(f"lr_decay must be None or 'cosine', got {self.lr_decay!r}.")
 
     def config(self) -> dict:
         return asdict(self)
@@ -138,21 +133,15 @@ class DeepEnsemble:
             inv_var = 1.0 / (s * s)
         loss_fn = _MemberLoss(posterior, inv_var)
         num_data = posterior.num_data
-        bs = self.batch_size if self.batch_size is not None else num_data
-        per_epoch = 1 if bs is None or num_data is None else math.ceil(num_data / min(bs, num_data))
+        per_epoch = batches_per_epoch(self.batch_size, num_data)
         total = self.num_epochs * per_epoch
         lr, decay = self.lr, self.lr_decay
 
         def init(position: Tensor, batch: Any) -> EnsembleState:
             x = position.detach().clone()
-            zeros = torch.zeros_like(x)
             return EnsembleState(
                 position=x,
-                exp_avg=zeros,
-                exp_avg_sq=zeros.clone(),
-                adam_step=torch.zeros((), dtype=torch.float32, device=x.device),
-                iteration=torch.zeros((), dtype=torch.int64),
-                step_size=torch.tensor(lr, dtype=x.dtype),
+                **adam_start(x, lr),
                 loss=torch.zeros((), dtype=x.dtype, device=x.device),
                 history=torch.full((self.num_epochs,), math.nan, dtype=x.dtype, device=x.device),
             )
@@ -186,7 +175,7 @@ class DeepEnsemble:
                 wg = w.detach().requires_grad_(True)
                 losses = loss_fn(wg, xb, yb, member_anchors, n / m, n, True, True)
                 (g,) = torch.autograd.grad(losses.sum(), wg)
-            lr_t = lr if decay is None else cosine_lr(lr, t, total)
+            lr_t = scheduled_lr(lr, decay, t, total)
             x, mo, v, s = adam_update(
                 w,
                 g,

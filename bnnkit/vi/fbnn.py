@@ -21,7 +21,6 @@ even when ``|X|`` exceeds the number of weights.
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
@@ -31,8 +30,9 @@ from torch import Tensor
 from ..core.errors import BnnkitError, check_int_at_least, check_positive
 from ..core.types import Kernel
 from .bbb import VIResult
-from .kernel import VIState, check_stream_batch, draws_from_state, mean_field_kernel
+from .kernel import VIState, draws_from_state, elbo_kernel
 from .meanfield import MeanFieldGaussian
+from .optim import batches_per_epoch, check_fit_options
 from .run import HISTORY_FBNN, _check_weights_only, _require_posterior, run_fit
 from .ssge import ssge_score
 
@@ -66,17 +66,12 @@ class FBNN:
     name: str = "fbnn"
 
     def __post_init__(self) -> None:
-        check_positive("lr", self.lr)
-        check_int_at_least("num_epochs", self.num_epochs, 1)
+        check_fit_options(self.lr, self.num_epochs, self.batch_size, self.lr_decay)
         check_int_at_least("num_function_samples", self.num_function_samples, 3)
         check_positive("kl_weight", self.kl_weight)
         check_positive("init_sigma", self.init_sigma)
         if self.injected_noise < 0:
             raise BnnkitError(f"injected_noise must be >= 0, got {self.injected_noise!r}.")
-        if self.batch_size is not None:
-            check_int_at_least("batch_size", self.batch_size, 1)
-        if self.lr_decay not in (None, "cosine"):
-            raise BnnkitError(f"lr_decay must be None or 'cosine', got {self.lr_decay!r}.")
 
     def config(self) -> dict:
         return asdict(self)
@@ -132,19 +127,14 @@ class FBNN:
         a :class:`~bnnkit.functional.FunctionalPosterior`: step ``t`` takes the gradient of
         ``-(ll - kl_weight * kl)`` (:meth:`terms`, ``N`` the posterior's ``num_data``) and one Adam
         step; after ``num_epochs * ceil(N / batch_size)`` steps every step is a draw from ``q``."""
-        posterior = _require_posterior(model, type(self).__name__)
-        if not hasattr(posterior, "gp") or not hasattr(posterior, "measurement"):
-            raise BnnkitError(
-                "FBNN needs a functional posterior (its GP prior and measurement points): build "
-                "bnnkit.functional.FunctionalPosterior(module, likelihood, gp, measurement, train_inputs)."
-            )
+        posterior = _require_functional(_require_posterior(model, type(self).__name__))
         _check_weights_only(posterior, "FBNN")
         num_data = posterior.num_data
         if self.batch_size is not None and num_data is None:
             raise BnnkitError(
                 "minibatched FBNN needs the training-set size: build the posterior with num_data=N."
             )
-        num_batches = 1 if self.batch_size is None else math.ceil(num_data / min(self.batch_size, num_data))
+        num_batches = batches_per_epoch(self.batch_size, num_data)
         lam = self.kl_weight
 
         def objective(mu: Tensor, rho: Tensor, batch: Any, gen: torch.Generator, t: int):
@@ -161,24 +151,12 @@ class FBNN:
             ll, kl, n = sums[0] / num_batches, sums[1] / num_batches, sums[2] / num_batches
             return torch.stack([ll - lam * kl, -ll / n, kl])
 
-        return mean_field_kernel(
-            objective=objective,
-            summarise=summarise,
-            num_columns=3,
-            num_records=3,
-            num_epochs=self.num_epochs,
-            batches_per_epoch=num_batches,
-            lr=self.lr,
-            lr_decay=self.lr_decay,
-            init_sigma=self.init_sigma,
-            check_batch=check_stream_batch(type(self).__name__, self.batch_size, num_data),
-        )
+        return elbo_kernel(self, objective, summarise, num_batches, num_data)
 
     @staticmethod
     def draws(state: VIState, num: int, generator: torch.Generator) -> Tensor:
         """``num`` draws ``[num, D]`` from the ``q`` of a kernel state (see
         :meth:`BayesByBackprop.draws`)."""
-        check_int_at_least("num", num, 1)
         return draws_from_state(state, num, generator)
 
     def fit(
@@ -192,17 +170,18 @@ class FBNN:
     ) -> VIResult:
         """Fit ``q`` to a :class:`~bnnkit.functional.FunctionalPosterior` on ``data``, through
         :func:`bnnkit.sample` with the kernel of :meth:`build` (see :meth:`BayesByBackprop.fit`)."""
-        if not hasattr(posterior, "gp") or not hasattr(posterior, "measurement"):
-            raise BnnkitError(
-                "FBNN needs a functional posterior (its GP prior and measurement points): build "
-                "bnnkit.functional.FunctionalPosterior(module, likelihood, gp, measurement, train_inputs)."
-            )
-        data = posterior.as_data(data)
+        data = _require_functional(posterior).as_data(data)
         state, history = run_fit(
             self, posterior, data, seed, progress, output, None, HISTORY_FBNN, "the functional ELBO"
         )
-        q = MeanFieldGaussian.from_params(
-            state.params[0].detach().clone().requires_grad_(True),
-            state.params[1].detach().clone().requires_grad_(True),
+        return VIResult.from_state(posterior, state, history, self.config())
+
+
+def _require_functional(posterior: Any) -> Any:
+    """``posterior``, refused unless it is functional (has a GP prior and measurement points)."""
+    if not hasattr(posterior, "gp") or not hasattr(posterior, "measurement"):
+        raise BnnkitError(
+            "FBNN needs a functional posterior (its GP prior and measurement points): build "
+            "bnnkit.functional.FunctionalPosterior(module, likelihood, gp, measurement, train_inputs)."
         )
-        return VIResult(posterior, q, history, self.config())
+    return posterior

@@ -27,16 +27,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..core.errors import BnnkitError
+from ..core.errors import BnnkitError, check_int_at_least
 from ..core.types import Batch, Kernel
 from .meanfield import inverse_softplus
-from .optim import adam_update, cosine_lr
+from .optim import adam_start, adam_update, scheduled_lr
 
 _TRUE, _FALSE = torch.tensor(True), torch.tensor(False)
 
@@ -98,15 +98,10 @@ def mean_field_kernel(
             check_batch(batch)
         mu = position.detach().clone()
         params = torch.stack([mu, torch.full_like(mu, inverse_softplus(init_sigma))])
-        zeros = torch.zeros_like(params)
         return VIState(
             position=params[0],
             params=params,
-            exp_avg=zeros,
-            exp_avg_sq=zeros.clone(),
-            adam_step=torch.zeros((), dtype=torch.float32, device=mu.device),
-            iteration=torch.zeros((), dtype=torch.int64),
-            step_size=torch.tensor(lr, dtype=mu.dtype),
+            **adam_start(params, lr),
             epoch_sums=torch.zeros(num_records, dtype=mu.dtype, device=mu.device),
             history=torch.full((num_epochs, cols), math.nan, dtype=mu.dtype, device=mu.device),
             best_params=params.clone(),
@@ -133,7 +128,7 @@ def mean_field_kernel(
         mu = params[0].detach().requires_grad_(True)
         rho = params[1].detach().requires_grad_(True)
         g_mu, g_rho, record, elbo = objective(mu, rho, batch, gen, t)
-        lr_t = lr if lr_decay is None else cosine_lr(lr, t, total)
+        lr_t = scheduled_lr(lr, lr_decay, t, total)
         p, m, v, s = adam_update(
             params, torch.stack([g_mu, g_rho]), state.exp_avg, state.exp_avg_sq, state.adam_step, lr_t
         )
@@ -179,6 +174,34 @@ def mean_field_kernel(
     return Kernel(init, step, fit_steps=total)
 
 
+def elbo_kernel(
+    algorithm: Any,
+    objective: Objective,
+    summarise: Callable[[Tensor], Tensor],
+    num_batches: int,
+    num_data: int | None,
+    **options: Any,
+) -> Kernel:
+    """:func:`mean_field_kernel` with the hyperparameters of a mean-field ELBO ``algorithm``
+    (Bayes by Backprop, FBNN: its ``num_epochs``, ``lr``, ``lr_decay`` and ``init_sigma``), three
+    records per step summarised into three history columns, epochs of ``num_batches`` steps, and
+    the data's batches checked against its ``batch_size`` and ``num_data``; ``options`` are the
+    other keywords of :func:`mean_field_kernel` (``validation``, ``patience``)."""
+    return mean_field_kernel(
+        objective=objective,
+        summarise=summarise,
+        num_columns=3,
+        num_records=3,
+        num_epochs=algorithm.num_epochs,
+        batches_per_epoch=num_batches,
+        lr=algorithm.lr,
+        lr_decay=algorithm.lr_decay,
+        init_sigma=algorithm.init_sigma,
+        check_batch=check_stream_batch(type(algorithm).__name__, algorithm.batch_size, num_data),
+        **options,
+    )
+
+
 def history_dict(state: VIState, names: list[str]) -> dict[str, list[float]]:
     """The per-epoch history of a finished fit as ``{name: [value per epoch]}`` (epochs run)."""
     rows = state.history
@@ -189,6 +212,7 @@ def history_dict(state: VIState, names: list[str]) -> dict[str, list[float]]:
 
 def draws_from_state(state: VIState, num: int, gen: torch.Generator) -> Tensor:
     """``num`` draws ``[num, D]`` from the fitted ``q`` of a state: ``mu + softplus(rho) * eps``."""
+    check_int_at_least("num", num, 1)
     mu, rho = state.params[0], state.params[1]
     eps = torch.randn((num, mu.numel()), generator=gen, dtype=mu.dtype, device=mu.device)
     return mu + F.softplus(rho) * eps

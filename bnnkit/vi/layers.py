@@ -56,7 +56,7 @@ from ..predict.predictive import ClassificationPredictive, RegressionPredictive
 from .dropout import predictive_from_outputs
 from .kl import gaussian_kl
 from .meanfield import inverse_softplus
-from .optim import adam_update, cosine_lr
+from .optim import batches_per_epoch, check_fit_options, loss_fit_start, loss_fit_step
 
 
 class BayesianLayer(nn.Module):
@@ -376,13 +376,8 @@ class LayersELBO:
     needs_model: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
-        check_positive("lr", self.lr)
-        check_int_at_least("num_epochs", self.num_epochs, 1)
+        check_fit_options(self.lr, self.num_epochs, self.batch_size, self.lr_decay)
         check_int_at_least("num_mc (Monte-Carlo samples per step)", self.num_mc, 1)
-        if self.batch_size is not None:
-            check_int_at_least("batch_size", self.batch_size, 1)
-        if self.lr_decay not in (None, "cosine"):
-            raise BnnkitError(f"lr_decay must be None or 'cosine', got {self.lr_decay!r}.")
 
     def config(self) -> dict:
         return asdict(self)
@@ -394,7 +389,7 @@ class LayersELBO:
                 "likelihood, num_data) as the posterior (with init=dict(module.named_parameters()))."
             )
         view, n = target.view, model.num_data
-        per_epoch = math.ceil(n / min(self.batch_size or n, n))
+        per_epoch = batches_per_epoch(self.batch_size, n)
         total = self.num_epochs * per_epoch
         lr, lr_decay, num_mc, layers = (
             self.lr,
@@ -405,17 +400,7 @@ class LayersELBO:
 
         def init(position: Tensor, batch: Batch) -> LayersState:
             x = position.detach().clone()
-            zeros = torch.zeros_like(x)
-            return LayersState(
-                x,
-                zeros,
-                zeros.clone(),
-                torch.zeros((), dtype=torch.float32, device=x.device),
-                torch.zeros((), dtype=torch.int64),
-                torch.tensor(lr, dtype=x.dtype),
-                torch.zeros(2, dtype=x.dtype, device=x.device),
-                torch.full((self.num_epochs, 3), math.nan, dtype=x.dtype, device=x.device),
-            )
+            return LayersState(position=x, **loss_fit_start(x, lr, self.num_epochs, 3))
 
         def step(state: LayersState, batch: Batch, gen: torch.Generator) -> tuple[LayersState, LayersInfo]:
             t = int(state.iteration)
@@ -435,19 +420,13 @@ class LayersELBO:
                 for layer, (gen_, mode) in zip(layers, saved):
                     layer.generator = gen_
                     layer.train(mode)
-            lr_t = lr if lr_decay is None else cosine_lr(lr, t, total)
-            x, m, v, s = adam_update(
-                state.position, g, state.exp_avg, state.exp_avg_sq, state.adam_step, lr_t
+            # history: the epoch's mean loss and NLL, and its last KL
+            schedule = (lr, lr_decay, total, per_epoch)
+            x, fields = loss_fit_step(
+                state, state.position, g, loss, nll, t, schedule, kl.detach().reshape(1)
             )
-            sums = state.sums + torch.stack([loss.detach(), nll.detach()]) / per_epoch
-            history = state.history
-            if (t + 1) % per_epoch == 0:  # the epoch's mean loss and NLL, and its last KL
-                history = history.clone()
-                history[t // per_epoch] = torch.cat([sums, kl.detach().reshape(1)])
-                sums = torch.zeros_like(sums)
-            lr_tensor = torch.tensor(lr_t, dtype=x.dtype)
-            new = LayersState(x, m, v, s, state.iteration + 1, lr_tensor, sums, history)
-            return new, LayersInfo(-loss.detach(), lr_tensor, _FALSE)
+            new = LayersState(position=x, **fields)
+            return new, LayersInfo(-loss.detach(), new.step_size, _FALSE)
 
         return Kernel(init, step, fit_steps=total)
 

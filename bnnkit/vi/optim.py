@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import Any
 
 import torch
 from torch import Tensor
 
-from ..core.errors import BnnkitError, check_positive
+from ..core.errors import BnnkitError, check_int_at_least, check_positive
 
 
 class FlatAdam(torch.optim.Optimizer):
@@ -116,3 +117,88 @@ def cosine_lr(lr: float, t: int, total: int) -> float:
     """``lr`` at step ``t`` of a cosine decay to 0 over ``total`` steps (``CosineAnnealingLR``'s
     closed form): ``lr (1 + cos(pi t / total)) / 2``."""
     return 0.5 * lr * (1.0 + math.cos(math.pi * min(t, total) / total))
+
+
+def scheduled_lr(lr: float, lr_decay: str | None, t: int, total: int) -> float:
+    """The learning rate of step ``t`` of ``total``: ``lr``, or with ``lr_decay="cosine"``
+    :func:`cosine_lr`."""
+    return lr if lr_decay is None else cosine_lr(lr, t, total)
+
+
+def check_fit_options(lr: float, num_epochs: int, batch_size: int | None, lr_decay: str | None) -> None:
+    """The checks of the options every Adam-trained VI method shares (its ``__post_init__``)."""
+    check_positive("lr", lr)
+    check_int_at_least("num_epochs", num_epochs, 1)
+    if batch_size is not None:
+        check_int_at_least("batch_size", batch_size, 1)
+    if lr_decay not in (None, "cosine"):
+        raise BnnkitError(f"lr_decay must be None or 'cosine', got {lr_decay!r}.")
+
+
+def batches_per_epoch(batch_size: int | None, num_data: int | None) -> int:
+    """Minibatches in an epoch of ``num_data`` rows: 1 for the full batch (``batch_size`` or
+    ``num_data`` None), else ``ceil(num_data / min(batch_size, num_data))``."""
+    if batch_size is None or num_data is None:
+        return 1
+    return math.ceil(num_data / min(batch_size, num_data))
+
+
+def adam_start(params: Tensor, lr: float) -> dict[str, Tensor]:
+    """The fields an Adam-trained kernel's state starts with, for the parameters ``params``:
+    zero moments ``exp_avg`` and ``exp_avg_sq``, ``adam_step`` (float32 0-d) and ``iteration``
+    (int64 0-d) at 0, and ``step_size`` ``lr``."""
+    zeros = torch.zeros_like(params)
+    return {
+        "exp_avg": zeros,
+        "exp_avg_sq": zeros.clone(),
+        "adam_step": torch.zeros((), dtype=torch.float32, device=params.device),
+        "iteration": torch.zeros((), dtype=torch.int64),
+        "step_size": torch.tensor(lr, dtype=params.dtype),
+    }
+
+
+def loss_fit_start(params: Tensor, lr: float, num_epochs: int, columns: int) -> dict[str, Tensor]:
+    """The fields of a point-estimate fit's state (MC dropout, Bayesian layers) at its start:
+    :func:`adam_start`'s, the epoch's running mean loss and NLL ``sums`` at 0 and an empty
+    ``[num_epochs, columns]`` ``history`` (NaN)."""
+    return {
+        **adam_start(params, lr),
+        "sums": torch.zeros(2, dtype=params.dtype, device=params.device),
+        "history": torch.full((num_epochs, columns), math.nan, dtype=params.dtype, device=params.device),
+    }
+
+
+def loss_fit_step(
+    state: Any,
+    params: Tensor,
+    grad: Tensor,
+    loss: Tensor,
+    nll: Tensor,
+    t: int,
+    schedule: tuple[float, str | None, int, int],
+    extra: Tensor | None = None,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """Step ``t`` of a point-estimate fit whose state has :func:`loss_fit_start`'s fields: one
+    Adam step of ``params`` on ``grad`` at :func:`scheduled_lr`, with ``schedule = (lr, lr_decay,
+    total steps, steps per epoch)``, and the step's ``loss`` and ``nll`` added to the epoch's
+    means; at an epoch's end they (and the ``extra`` columns) become its row of the history.
+    Returns the new parameters and the state's new fields."""
+    lr, lr_decay, total, per_epoch = schedule
+    lr_t = scheduled_lr(lr, lr_decay, t, total)
+    x, m, v, s = adam_update(params, grad, state.exp_avg, state.exp_avg_sq, state.adam_step, lr_t)
+    sums = state.sums + torch.stack([loss.detach(), nll.detach()]) / per_epoch
+    history = state.history
+    if (t + 1) % per_epoch == 0:
+        history = history.clone()
+        history[t // per_epoch] = sums if extra is None else torch.cat([sums, extra])
+        sums = torch.zeros_like(sums)
+    fields = {
+        "exp_avg": m,
+        "exp_avg_sq": v,
+        "adam_step": s,
+        "iteration": state.iteration + 1,
+        "step_size": torch.tensor(lr_t, dtype=x.dtype),
+        "sums": sums,
+        "history": history,
+    }
+    return x, fields

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from ...core.driver import sample
+from ...core.driver import once_per_chain, sample
 from ...core.errors import BnnkitError
 from ...core.posterior import Posterior
 from ...core.random import global_rng_seeded
@@ -186,20 +186,11 @@ def map_warm_start(post: Any, x: torch.Tensor, y: torch.Tensor, cfg: dict, funct
 
 
 def _replayed(init: Any) -> Any:
-    """``init`` (a per-chain callable such as :func:`map_init`'s) that runs once per chain: a second
-    call returns the first call's result and puts the chain's generator where the first call left
-    it, so a rerun from the same seed is the chain the first run gave, without its MAP phase."""
-    done: dict[int, tuple[Any, torch.Tensor]] = {}
-
-    def again(chain: int, gen: torch.Generator) -> Any:
-        if chain not in done:
-            done[chain] = (init(chain, gen), gen.get_state())
-        else:
-            gen.set_state(done[chain][1])
-        return done[chain][0]
-
+    """``init`` (a per-chain callable such as :func:`map_init`'s) run once per chain
+    (:func:`~bnnkit.core.driver.once_per_chain`), so a rerun from the same seed is the chain the
+    first run gave, without its MAP phase; it keeps ``init``'s record of the MAP steps."""
+    again = once_per_chain(init)
     again.map_steps = init.map_steps  # type: ignore[attr-defined]
-    again.__name__ = init.__name__
     return again
 
 
@@ -410,9 +401,7 @@ def _run_method(method: str, data: Any, cfg: dict, noise: float, gp: Any, seed: 
 
 
 def _run_method_seeded(method: str, data: Any, cfg: dict, noise: float, gp: Any, seed: int, progress: bool):
-    from ...functional import FunctionalPosterior, MeasurementPoints
     from ...samplers import NUTS
-    from ...vi import FBNN, BayesByBackprop, DeepEnsemble, MCDropout
 
     x, y = data.x_train, data.y_train
     n, d = x.shape
@@ -481,55 +470,8 @@ def _run_method_seeded(method: str, data: Any, cfg: dict, noise: float, gp: Any,
             rule.update(s.positions)
             s.config["convergence"] = {**rule.last, "stopped": "fixed length"}
         return full, s
-    if method == "bbb":
-        c = cfg["bbb"]
-        post = Posterior(net, Gaussian(noise), GaussianPrior(cfg["prior_scale"]), num_data=n)
-        fit = BayesByBackprop(
-            lr=c["lr"], num_epochs=_epochs(c, n, cfg), batch_size=cfg["batch_size"], estimator="local"
-        )
-        res = fit.fit(post, (x, y), seed=seed, progress=progress)
-        return post, res.sample(c["draws"], seed=seed)
-    if method == "fbnn":
-        c = cfg["fbnn"]
-        meas = MeasurementPoints(num_from_data=0, num_uniform=c["uniform"])
-        post = FunctionalPosterior(net, Gaussian(noise), gp, meas, x, num_data=n)
-        fit = FBNN(
-            lr=c["lr"],
-            num_epochs=_epochs(c, n, cfg),
-            batch_size=cfg["batch_size"],
-            num_function_samples=c["function_samples"],
-            lr_decay=c["lr_decay"],
-        )
-        res = fit.fit(post, (x, y), seed=seed, progress=progress)
-        return post, res.sample(c["draws"], seed=seed)
-    if method == "mcdropout":
-        c = cfg["mcdropout"]
-        # eval(): the Posterior is a fixed function of the weights; MCDropout draws its own masks
-        dropout_net = MCDropout.wrap(net, c["p"]).eval()
-        post = Posterior(dropout_net, Gaussian(noise), GaussianPrior(cfg["prior_scale"]), num_data=n)
-        fit = MCDropout(
-            p=c["p"],
-            lr=c["lr"],
-            num_epochs=_epochs(c, n, cfg),
-            batch_size=cfg["batch_size"],
-            lr_decay=c["lr_decay"],
-        )
-        res = fit.fit(post, (x, y), seed=seed, progress=progress)
-        # the masks written into the weights they feed: draws that predict() takes as they are
-        return post, res.sample(c["draws"], seed=seed)
-    if method == "ensemble":
-        c = cfg["ensemble"]
-        post = Posterior(net, Gaussian(noise), GaussianPrior(cfg["prior_scale"]), num_data=n)
-        fit = DeepEnsemble(
-            num_members=c["members"],
-            lr=c["lr"],
-            num_epochs=_epochs(c, n, cfg),
-            batch_size=cfg["batch_size"],
-            anchored=c["anchored"],
-            init=c["init"],
-            lr_decay=c["lr_decay"],
-        )
-        return post, fit.fit(post, (x, y), seed=seed, progress=progress)
+    if method in ("bbb", "fbnn", "mcdropout", "ensemble"):
+        return _vi_cell(method, net, x, y, cfg, noise, gp, seed, progress)
     if method == "laplace":
         c = cfg["laplace"]
         post = Posterior(net, Gaussian(noise), GaussianPrior(cfg["prior_scale"]), num_data=n)
@@ -544,6 +486,40 @@ def _run_method_seeded(method: str, data: Any, cfg: dict, noise: float, gp: Any,
         la.optimize_marglik()
         return la.posterior, la  # the posterior with the tuned noise and prior
     raise BnnkitError(f"unknown method {method!r}; choose from {', '.join(METHODS)}.")
+
+
+def _vi_cell(
+    method: str, net: Any, x: Any, y: Any, cfg: dict, noise: float, gp: Any, seed: int, progress: bool
+):
+    """A VI baseline's cell: its fit, by Adam at its table's ``lr`` and epochs and the protocol's
+    batch size, with the fixed ``noise`` (fbnn: under the fitted GP prior ``gp``), and the draws."""
+    from ...functional import FunctionalPosterior, MeasurementPoints
+    from ...vi import FBNN, BayesByBackprop, DeepEnsemble, MCDropout
+
+    n = x.shape[0]
+    c = cfg[method]
+    adam = {"lr": c["lr"], "num_epochs": _epochs(c, n, cfg), "batch_size": cfg["batch_size"]}
+    prior = GaussianPrior(cfg["prior_scale"])
+    if method == "bbb":
+        post = Posterior(net, Gaussian(noise), prior, num_data=n)
+        fit = BayesByBackprop(**adam, estimator="local")
+    elif method == "fbnn":
+        meas = MeasurementPoints(num_from_data=0, num_uniform=c["uniform"])
+        post = FunctionalPosterior(net, Gaussian(noise), gp, meas, x, num_data=n)
+        fit = FBNN(**adam, num_function_samples=c["function_samples"], lr_decay=c["lr_decay"])
+    elif method == "mcdropout":
+        # eval(): the Posterior is a fixed function of the weights; MCDropout draws its own masks
+        post = Posterior(MCDropout.wrap(net, c["p"]).eval(), Gaussian(noise), prior, num_data=n)
+        fit = MCDropout(p=c["p"], **adam, lr_decay=c["lr_decay"])
+    else:  # ensemble: the members are the draws
+        post = Posterior(net, Gaussian(noise), prior, num_data=n)
+        members = DeepEnsemble(
+            num_members=c["members"], **adam, anchored=c["anchored"], init=c["init"], lr_decay=c["lr_decay"]
+        )
+        return post, members.fit(post, (x, y), seed=seed, progress=progress)
+    res = fit.fit(post, (x, y), seed=seed, progress=progress)
+    # MC dropout's masks are written into the weights they feed: draws that predict() takes as they are
+    return post, res.sample(c["draws"], seed=seed)
 
 
 # public names for the experiment scripts (experiments/) that run one method's cell

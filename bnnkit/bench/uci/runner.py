@@ -244,35 +244,21 @@ def run_uci(
             Path(from_cells), datasets, methods, log, seed, quick, tune, cfg["version"], split_kind=split_kind
         )
         out = output_folder(out, OUTPUT_MARKS, "bnnkit bench uci")
-        report = _report(
-            cells,
-            datasets,
-            methods,
-            splits,
-            quick,
-            seed,
-            cfg,
-            requested,
-            rebuilt=True,
-            root=root,
-            split_kind=split_kind,
-        )
-        _write(out, report, cells)
-        return report
-    if split_kind == "random":
-        sources = [_folder_source(n, root) for n in names]
-        for name in names:  # an own folder's layout is checked before anything runs or is written
-            if not is_known_uci(name):
-                for split in range(first_split, min(splits, uci_num_splits(name, root=root))):
-                    load_uci(name, split, root=root)
     else:
-        sources = [_kind_source(n, root, split_kind) for n in names]
-        for source in sources:  # each set's data is read and split before anything runs or is written
-            source.num_splits()
-    out = output_folder(out, OUTPUT_MARKS, "bnnkit bench uci")  # before anything runs or is written
-    cells = _run_cells(
-        sources, methods, cfg, splits, first_split, out, quick, seed, progress, log, tune, resume
-    )
+        if split_kind == "random":
+            sources = [_folder_source(n, root) for n in names]
+            for name in names:  # an own folder's layout is checked before anything runs or is written
+                if not is_known_uci(name):
+                    for split in range(first_split, min(splits, uci_num_splits(name, root=root))):
+                        load_uci(name, split, root=root)
+        else:
+            sources = [_kind_source(n, root, split_kind) for n in names]
+            for source in sources:  # each set's data is read and split before anything runs or is written
+                source.num_splits()
+        out = output_folder(out, OUTPUT_MARKS, "bnnkit bench uci")  # before anything runs or is written
+        cells = _run_cells(
+            sources, methods, cfg, splits, first_split, out, quick, seed, progress, log, tune, resume
+        )
     report = _report(
         cells,
         datasets,
@@ -282,6 +268,7 @@ def run_uci(
         seed,
         cfg,
         requested,
+        rebuilt=from_cells is not None,
         first_split=first_split,
         root=root,
         split_kind=split_kind,
