@@ -310,9 +310,9 @@ def _prior(meta: dict[str, Any]) -> Any:
 # ---------------------------------------------------------------------- diagnostics
 def diagnose(method: str, chains: bool, posterior: Posterior, draws: Samples | None, check_x: Tensor) -> dict:
     """Function-space R-hat and ESS of the draws at ``check_x`` (network outputs, which unlike
-    weights are comparable across chains), R-hat over the run, and a one-line verdict.  Draws of
-    Markov chains that disagree (R-hat > 1.1) or are few (ESS < 100) raise a
-    :class:`~bnnkit.diagnostics.ConvergenceWarning`."""
+    weights are comparable across chains), R-hat over the run, and a one-line verdict.  Markov
+    chains that disagree (R-hat > 1.1), and draws that are few (ESS < 100: e.g. an ensemble's five
+    members, independent by construction), raise a :class:`~bnnkit.diagnostics.ConvergenceWarning`."""
     if draws is None:
         return {
             "rhat": None,
@@ -323,12 +323,18 @@ def diagnose(method: str, chains: bool, posterior: Posterior, draws: Samples | N
     stop = (draws.config or {}).get("convergence", {}).get("stopped") or (draws.config or {}).get("stopped")
     if not chains:  # independent draws (VI, ensembles): nothing to compare, every draw counts
         n = int(pos.shape[0] * pos.shape[1])
-        return {
-            "rhat": None,
-            "ess": float(n),
-            "draws": n,
-            "verdict": f"{n} independent draws ({method}): no chains to compare, ESS {n} by construction.",
-        }
+        out = {"rhat": None, "ess": float(n), "draws": n}
+        if n >= ESS_OK:
+            out["verdict"] = (
+                f"{n} independent draws ({method}): no chains to compare, ESS {n} by construction."
+            )
+        else:
+            out["verdict"] = (
+                f"{n} independent draws ({method}): ESS {n} (< {ESS_OK:.0f}) by construction; the predictive's "
+                f"spread rests on {n} functions."
+            )
+            warnings.warn(f"bnnkit.fit({method}): {out['verdict']}", ConvergenceWarning, stacklevel=3)
+        return out
     from ..diagnostics import FunctionSpaceConvergence
 
     rule = FunctionSpaceConvergence(posterior, check_x, min_draws=4)

@@ -234,3 +234,16 @@ def test_a_cnn_classifier_on_images():
     assert f.evaluate(x, y)["accuracy"] > 0.8
     with pytest.raises(BnnkitError):
         f.predict(torch.rand(3, 1, 9, 9))
+
+
+def test_independent_draws_get_a_verdict_and_few_of_them_a_warning():
+    x, y = _data()
+    with pytest.warns(ConvergenceWarning, match="5 independent draws"):
+        f = bnnkit.fit(_net(), (x, y), method="ensemble", noise=0.2, progress=False)
+    assert f.diagnostics["ess"] == 5 and f.diagnostics["rhat"] is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)  # 100 draws: no warning
+        g = bnnkit.fit(_net(), (x, y), method="bbb", noise=0.2, progress=False)
+    assert g.diagnostics["verdict"].startswith("100 independent draws")
+    la = _fit((x, y), method="laplace", noise=0.2)
+    assert "no draws" in la.diagnostics["verdict"]
