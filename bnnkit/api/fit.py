@@ -70,6 +70,12 @@ def fit(
         raise BnnkitError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}.")
     if likelihood not in LIKELIHOODS:
         raise BnnkitError(f"likelihood must be one of {', '.join(LIKELIHOODS)}, got {likelihood!r}.")
+    if output is not None and method in ("laplace", "mcdropout", "ensemble", "bbb"):
+        raise BnnkitError(
+            f"output= streams the draws of the sampling methods (default, sghmc, fsgld, fsghmc, nuts, hmc) "
+            f"so that an interrupted run resumes; {method!r} is fitted in memory: drop output= and save the "
+            "result with fit.save(path)."
+        )
     known = {"prior_scale", "noise", "p", "members", "draws", "warmup"}
     unknown = sorted(set(options) - known)
     if unknown:

@@ -178,6 +178,7 @@ def test_plots_return_figures():
         (lambda x, y: bnnkit.fit(_net(), x), "pair"),
         (lambda x, y: bnnkit.fit(_net(), (x, y), likelihood="poisson"), "likelihood must be"),
         (lambda x, y: bnnkit.fit(_net(), (x, y), recipe={"chains": 2}), "SamplerRecipe"),
+        (lambda x, y: bnnkit.fit(_net(), (x, y), method="laplace", output="runs/x"), "fitted in memory"),
     ],
 )
 def test_bad_calls_get_a_clear_error(call, match):
@@ -247,3 +248,13 @@ def test_independent_draws_get_a_verdict_and_few_of_them_a_warning():
     assert g.diagnostics["verdict"].startswith("100 independent draws")
     la = _fit((x, y), method="laplace", noise=0.2)
     assert "no draws" in la.diagnostics["verdict"]
+
+
+def test_a_run_streamed_to_a_folder_comes_back_the_same_when_called_again(tmp_path, capsys):
+    x, y = _data()
+    first = _fit((x, y), output=str(tmp_path / "run"))
+    again = _fit((x, y), output=str(tmp_path / "run"))  # the same call: read back, not rerun
+    assert torch.equal(first.predict(x).mean, again.predict(x).mean)
+    assert "already finished" in capsys.readouterr().err
+    with pytest.raises(BnnkitError, match="differ"):
+        _fit((x, 2 * y + 1), output=str(tmp_path / "run"), standardize=False)  # other data: refused
