@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 import torch
 from torch import Tensor, nn
 
+from .arrays import to_tensor
 from .errors import BnnkitError, check_finite_rows
 from .flat import FlatView
 from .likelihood_base import Likelihood
@@ -361,23 +362,7 @@ def check_inputs(
     two rows to confirm before refusing, so a module whose first registered layer is not the
     first applied is not refused wrongly.
     """
-    if not isinstance(inputs, Tensor):
-        if isinstance(inputs, (str, bytes)) or not (
-            hasattr(inputs, "__array__") or hasattr(inputs, "to_numpy") or isinstance(inputs, (list, tuple))
-        ):
-            raise BnnkitError(
-                f"inputs must be a torch.Tensor or a NumPy array with one row per example, got "
-                f"{type(inputs).__name__}."
-            )
-        if hasattr(inputs, "to_numpy"):
-            inputs = inputs.to_numpy()
-        try:
-            inputs = torch.as_tensor(inputs)
-        except (TypeError, ValueError, RuntimeError) as err:
-            raise BnnkitError(
-                f"inputs must be a torch.Tensor or a NumPy array of numbers; {type(inputs).__name__} could not be "
-                f"converted ({err})."
-            ) from err
+    inputs = to_tensor(inputs, "inputs")
     x = _input_dtype(module, inputs, dtype, "inputs")
     if x.ndim == 0 or x.shape[0] == 0:
         raise BnnkitError(f"inputs are empty (shape {tuple(x.shape)}); pass at least one row.")

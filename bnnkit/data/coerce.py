@@ -12,6 +12,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ..core.arrays import to_tensor
 from ..core.errors import BnnkitError
 
 
@@ -24,18 +25,7 @@ def is_loader(data: Any) -> bool:
 def as_tensor(value: Any, name: str, dtype: torch.dtype | None = None) -> Tensor:
     """``value`` (a tensor, NumPy array, pandas Series / DataFrame or nested list of numbers) as a
     tensor; ``dtype`` converts floating inputs (integers are kept for class labels)."""
-    if isinstance(value, Tensor):
-        t = value
-    else:
-        if hasattr(value, "to_numpy"):  # pandas Series / DataFrame
-            value = value.to_numpy()
-        try:
-            t = torch.as_tensor(value)
-        except (TypeError, ValueError, RuntimeError) as err:
-            raise BnnkitError(
-                f"{name} must be a tensor, a NumPy array or a list of numbers, got {type(value).__name__} "
-                f"({err})."
-            ) from err
+    t = to_tensor(value, name)
     if t.dtype == torch.bool:
         t = t.to(torch.get_default_dtype() if dtype is None else dtype)
     if not (
