@@ -46,24 +46,32 @@ class Problem:
         return int(self.x.shape[0])
 
     def likelihood(self, noise: float | None = None) -> Any:
-        from ..likelihoods import Bernoulli, Categorical
+        return likelihood_for(self.kind, noise, self.recipe)
 
-        if self.kind == "categorical":
-            return Categorical()
-        if self.kind == "bernoulli":
-            return Bernoulli()
-        if noise is None:  # sampled with the weights
-            r = self.recipe
-            return Gaussian(r.noise_init, learn_noise=True, precision_prior=r.noise_prior)
-        return Gaussian(noise)
+    def prior(self) -> GaussianPrior:
+        """The N(0, prior_scale^2) weight prior (``options["prior_scale"]``, else the recipe's)."""
+        return GaussianPrior(self.options.get("prior_scale", self.recipe.prior_scale))
 
     def posterior(self, module: torch.nn.Module | None = None, noise: float | None = None) -> Posterior:
-        prior = GaussianPrior(self.options.get("prior_scale", self.recipe.prior_scale))
-        return Posterior(module or self.module, self.likelihood(noise), prior, num_data=self.n)
+        return Posterior(module or self.module, self.likelihood(noise), self.prior(), num_data=self.n)
 
     def epochs(self) -> int:
         per_epoch = math.ceil(self.n / self.batch_size)
         return max(1, min(EPOCHS, MAX_STEPS // per_epoch))
+
+
+def likelihood_for(kind: str, noise: float | None = None, recipe: SamplerRecipe = DEFAULT_RECIPE) -> Any:
+    """The likelihood of ``kind``: categorical, Bernoulli, or Gaussian with the noise sd held at
+    ``noise`` (``None``: its precision sampled with the weights, from the recipe's start and prior)."""
+    from ..likelihoods import Bernoulli, Categorical
+
+    if kind == "categorical":
+        return Categorical()
+    if kind == "bernoulli":
+        return Bernoulli()
+    if noise is None:
+        return Gaussian(recipe.noise_init, learn_noise=True, precision_prior=recipe.noise_prior)
+    return Gaussian(noise)
 
 
 def fixed_noise(p: Problem) -> float | None:
@@ -148,9 +156,7 @@ def _full_batch(kind: str) -> Callable[[Problem], tuple[Posterior, Any]]:
         from ..core.driver import sample
         from ..samplers import HMC, NUTS
 
-        post = Posterior(
-            p.module, p.likelihood(), GaussianPrior(p.options.get("prior_scale", p.recipe.prior_scale))
-        )
+        post = Posterior(p.module, p.likelihood(), p.prior())
         algorithm = NUTS(max_tree_depth=7) if kind == "nuts" else HMC(num_steps=20)
         s = sample(
             algorithm,

@@ -63,6 +63,12 @@ class SamplerRecipe:
     noise_prior: tuple[float, float] = (1.0, 0.1)
     prior_scale: float = 1.0
 
+    def __post_init__(self) -> None:
+        if self.noise not in ("sampled", "heldout"):
+            from ..core.errors import BnnkitError
+
+            raise BnnkitError(f"SamplerRecipe.noise must be 'sampled' or 'heldout', got {self.noise!r}.")
+
     def config(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -85,8 +91,9 @@ def run_recipe(
     """The posterior sampled and its draws on ``(x, y)`` by ``recipe`` (a :class:`~bnnkit.Samples`
     whose ``config["convergence"]`` holds the last R-hat / ESS, what stopped the run and each
     chain's MAP phase).  The posterior is ``posterior`` itself, or with ``recipe.noise ==
-    "heldout"`` a copy whose Gaussian noise is held at the MAP phase's held-out error.  ``sampler="sghmc"`` runs scale-adapted SGHMC at step 3e-3 in place of pSGLD (the
-    bench's protocol-4 sghmc, offered by :func:`bnnkit.fit` as ``method="sghmc"``)."""
+    "heldout"`` a copy whose Gaussian noise is held at the MAP phase's held-out error.
+    ``sampler="sghmc"`` runs scale-adapted SGHMC at step 3e-3 in place of pSGLD (the bench's
+    protocol-4 sghmc, offered by :func:`bnnkit.fit` as ``method="sghmc"``)."""
     from ..core.driver import sample
     from ..data.minibatch import Minibatches
     from ..diagnostics import FunctionSpaceConvergence
@@ -95,10 +102,9 @@ def run_recipe(
     n = int(x.shape[0])
     m = min(batch_size or recipe.batch_size, n)
     init, map_steps, held_mse = _warm_starts(recipe, posterior, x, y, m, seed, progress)
-    if recipe.noise == "heldout" and held_mse is not None:
-        posterior, init = _held_out_noise(posterior, init, float(held_mse.mean().sqrt()))
-    if recipe.noise not in ("sampled", "heldout"):
-        raise ValueError(f"recipe.noise must be 'sampled' or 'heldout', got {recipe.noise!r}")
+    held_rmse = None if held_mse is None else float(held_mse.mean().sqrt())
+    if recipe.noise == "heldout" and held_rmse is not None:
+        posterior, init = _held_out_noise(posterior, init, held_rmse)
     if sampler == "psgld":
         algorithm: Any = PreconditionedSGLD(recipe.step_size / n, alpha=recipe.alpha)
     else:
@@ -125,8 +131,8 @@ def run_recipe(
         output=output,
     )
     s.config["convergence"] = {**rule.last, "stopped": s.config.get("stopped"), "map_steps": map_steps}
-    if held_mse is not None:
-        s.config["convergence"]["map_heldout_rmse"] = float(held_mse.mean().sqrt())
+    if held_rmse is not None:
+        s.config["convergence"]["map_heldout_rmse"] = held_rmse
     return posterior, s
 
 

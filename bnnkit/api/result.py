@@ -24,6 +24,7 @@ from ..data.coerce import as_tensor
 from ..diagnostics import ConvergenceWarning
 from ..diagnostics.arviz_utils import ess as ess_of
 from ..diagnostics.arviz_utils import rhat as rhat_of
+from ..priors import GaussianPrior
 from .predictions import ClassificationPrediction, RegressionPrediction
 from .scaling import Scaling
 
@@ -44,10 +45,8 @@ def fingerprint(module: torch.nn.Module) -> dict[str, Any]:
 
 def _fingerprint_difference(saved: dict[str, Any], now: dict[str, Any]) -> str | None:
     for key, what in (("parameters", "parameter"), ("buffers", "buffer"), ("modules", "submodule")):
-        a, b = (
-            dict(map(tuple, [(k, json.dumps(v)) for k, v in saved[key]])),
-            dict(map(tuple, [(k, json.dumps(v)) for k, v in now[key]])),
-        )
+        a = {k: json.dumps(v) for k, v in saved[key]}
+        b = {k: json.dumps(v) for k, v in now[key]}
         if a != b:
             missing = sorted(set(a) - set(b))
             extra = sorted(set(b) - set(a))
@@ -192,6 +191,7 @@ class Fit:
             "seconds": self.seconds,
             "likelihood": _likelihood_meta(self.posterior),
             "num_data": self.posterior.num_data,
+            "prior_scale": float(getattr(self.posterior.prior, "scale", 1.0)),
         }
         state: dict[str, Any] = {
             "format": FORMAT,
@@ -261,19 +261,17 @@ def from_state_dict(state: dict[str, Any], module: torch.nn.Module, source: str 
             f"the module does not match the saved fit's architecture: {diff}. Re-create the module exactly "
             "as it was when the fit was made."
         )
-    from .methods import Problem
+    from .methods import likelihood_for
 
     lik = meta["likelihood"]
-    problem = Problem(
-        module, meta["kind"], torch.empty(0), torch.empty(0), 1, 0, False, None, meta["options"]
-    )
     net = module
     if meta["method"] == "mcdropout":
         from ..vi import MCDropout
 
         net = MCDropout.wrap(module, meta["options"].get("p", 0.05)).eval()
     noise = None if lik.get("learn_noise", True) else lik["noise"]
-    post = Posterior(net, problem.likelihood(noise), _prior(meta), num_data=meta["num_data"])
+    prior = GaussianPrior(meta.get("prior_scale", 1.0))
+    post = Posterior(net, likelihood_for(meta["kind"], noise), prior, num_data=meta["num_data"])
     device = next(iter(module.parameters())).device
     draws = la = None
     if "positions" in state:
@@ -299,12 +297,6 @@ def from_state_dict(state: dict[str, Any], module: torch.nn.Module, source: str 
         meta["options"],
         meta["seconds"],
     )
-
-
-def _prior(meta: dict[str, Any]) -> Any:
-    from ..priors import GaussianPrior
-
-    return GaussianPrior(meta["options"].get("prior_scale", 1.0))
 
 
 # ---------------------------------------------------------------------- diagnostics
@@ -338,7 +330,7 @@ def diagnose(method: str, chains: bool, posterior: Posterior, draws: Samples | N
     from ..diagnostics import FunctionSpaceConvergence
 
     rule = FunctionSpaceConvergence(posterior, check_x, min_draws=4)
-    f = rule._outputs(pos.to(check_x.device))  # [K, S, P]
+    f = rule.outputs(pos.to(check_x.device))  # [K, S, P]
     k, s = f.shape[:2]
     if s < 4:
         r, e = float("nan"), float(k * s)

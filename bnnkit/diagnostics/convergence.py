@@ -62,7 +62,7 @@ class FunctionSpaceConvergence:
         self._f: Tensor | None = None
         self.last: dict[str, float] = {}
 
-    def _outputs(self, positions: Tensor) -> Tensor:
+    def outputs(self, positions: Tensor) -> Tensor:
         """Outputs ``[K, n, P_out]`` of draws ``[K, n, D]``."""
         k, n, d = positions.shape
         post = self.posterior
@@ -80,7 +80,7 @@ class FunctionSpaceConvergence:
 
     def update(self, positions: Tensor) -> str | None:
         """Take the new draws ``[K, n, D]``; return why to stop, or ``None`` to go on."""
-        f = self._outputs(positions)
+        f = self.outputs(positions)
         self._f = f if self._f is None else torch.cat([self._f, f], dim=1)
         if self._f.shape[1] < self.min_draws:
             return None

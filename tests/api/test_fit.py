@@ -258,3 +258,8 @@ def test_a_run_streamed_to_a_folder_comes_back_the_same_when_called_again(tmp_pa
     assert "already finished" in capsys.readouterr().err
     with pytest.raises(BnnkitError, match="differ"):
         _fit((x, 2 * y + 1), output=str(tmp_path / "run"), standardize=False)  # other data: refused
+
+
+def test_a_recipe_with_an_unknown_noise_rule_is_refused_before_any_work():
+    with pytest.raises(BnnkitError, match="noise must be 'sampled' or 'heldout'"):
+        SamplerRecipe(noise="fixed")
