@@ -103,6 +103,7 @@ from .common import COLLECT, VHAT_FLOOR, StepSizeTensors, check_temperature, nor
 from .fused import FusedAlgorithm, FusedUpdate
 from .hyper import GibbsChains, check_gibbs_every, gibbs_hyper, hyper_gibbs, zero_blocks
 from .schedules import Constant, CosineCycle, PolynomialDecay, Schedule, as_schedule
+from .updates import asghmc_noise, asghmc_update
 
 
 class AdaptiveSGHMCState(NamedTuple):
@@ -229,14 +230,12 @@ class AdaptiveSGHMC(GibbsChains, FusedAlgorithm):
                 "run it step at a time (bnnkit.sample without fused=)."
             )
         eps = float(self.step_size)
-        eps2, a = eps * eps, float(self.mdecay)
         return FusedUpdate(
             "asghmc",
             float(self.temperature),
-            mdecay=a,
-            eps2=eps2,
-            drift_coef=2.0 * eps2 * a * float(self.temperature),
-            correction=eps2 * eps2 if self.noise_correction else 0.0,
+            mdecay=float(self.mdecay),
+            eps2=eps * eps,
+            noise_correction=self.noise_correction,
         )
 
     def build(self, target: Target) -> Kernel:
@@ -288,14 +287,9 @@ class AdaptiveSGHMC(GibbsChains, FusedAlgorithm):
                 v_hat = torch.lerp(v_hat, g * g, r)
                 # g_bar^2 <= V_hat (both are the same convex combination): clamp only rounding.
                 tau = tau * (1.0 - g_bar.square() / v_hat.clamp_min(VHAT_FLOOR)).clamp_min(0.0) + 1.0
-            inv_mass = (v_hat + VHAT_FLOOR).rsqrt()
-            # variance per unit M^-1, and the - eps^4 of the paper's noise estimate
-            var = inv_mass * (2.0 * eps2 * a * temp) - (eps2 * eps2 if noise_correction else 0.0)
-            clipped = (var <= 0).to(x.dtype).mean(-1)
-            v_new = torch.add(v * (1.0 - a), inv_mass * g, alpha=eps2)
-            if noisy:  # a cyclical schedule's exploration stage injects none
-                v_new = v_new + normal(x, gen) * var.clamp_min(0.0).sqrt()
-            x_new = x + v_new
+            inv_mass, noise_sd, clipped = asghmc_noise(v_hat, eps2, a, temp, noise_correction)
+            xi = normal(x, gen) if noisy else None  # a cyclical schedule's exploration stage injects none
+            x_new, v_new = asghmc_update(x, v, g, eps2, a, inv_mass, noise_sd, xi)
             eps_t = step_size_tensor(eps, x.dtype)
             new = AdaptiveSGHMCState(
                 x_new, v_new, g_bar, v_hat, tau, state.adapting, state.iteration + 1, eps_t

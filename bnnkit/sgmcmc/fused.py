@@ -25,23 +25,11 @@ Here the driver-side Python runs once per *block*:
 3. **Thinning after the call.**  The scan returns every step's position ``[T, D]`` and
    log density; the block keeps the rows the caller asks for (``keep``).
 
-Updates, with ``g_t`` the minibatch estimate of the log-posterior gradient at ``w_t`` (the
-``N / M`` scaling is in the posterior) and ``xi_t ~ N(0, I)`` (zero in the exploration stage of a
-cyclical schedule):
-
-SGLD (:class:`~bnnkit.sgmcmc.SGLD`)::
-
-    w_{t+1} = w_t + (eps_t / 2) g_t + sqrt(eps_t T) xi_t
-
-SGHMC (:class:`~bnnkit.sgmcmc.SGHMC`, scalar mass ``m``, constant noise estimate ``B``)::
-
-    r_{t+1} = (1 - eps_t C / m) r_t + eps_t g_t + sqrt(2 eps_t T (C - B)) xi_t
-    w_{t+1} = w_t + (eps_t / m) r_{t+1}
-
-pSGLD (:class:`~bnnkit.sgmcmc.PreconditionedSGLD`) carries its RMSprop average ``V``; adaptive
-SGHMC (:class:`~bnnkit.sgmcmc.AdaptiveSGHMC`) reads its frozen inverse mass and noise scale as
-block constants (the updates are in :func:`_make_step`).  Full-batch HMC has a fused kernel of its
-own (:mod:`bnnkit.samplers.fused_hmc`).
+Each step runs the algorithm's update from :mod:`bnnkit.sgmcmc.updates`, the same pure function
+the step-at-a-time kernel calls, with ``xi_t`` and the noise scale zero in the exploration stage
+of a cyclical schedule.  pSGLD carries its RMSprop average ``V``; adaptive SGHMC reads its frozen
+inverse mass and noise standard deviation as block constants.  Full-batch HMC has a fused kernel
+of its own (:mod:`bnnkit.samplers.fused_hmc`).
 
 Not fused (a :class:`~bnnkit.core.errors.BnnkitError` says so): ``gibbs_every``,
 ``noise_estimate="online"``, ``resample_momentum_every``, a tensor mass, pSGLD's
@@ -58,7 +46,6 @@ single-chain run with the driver's conventions: warm-up, thinning, explicit gene
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -70,8 +57,17 @@ from ..core.errors import BnnkitError, DivergenceError, check_int_at_least
 from ..core.loop_parts import FullBatch
 from ..core.pure import call_scan, compile_scan, fused_log_prob, leading_finite
 from ..core.types import Batch
-from .common import VHAT_FLOOR
 from .schedules import Constant
+from .updates import (
+    asghmc_noise,
+    asghmc_update,
+    psgld_noise_variance,
+    psgld_update,
+    sghmc_noise_scale,
+    sghmc_update,
+    sgld_noise_scale,
+    sgld_update,
+)
 
 DEFAULT_BLOCK = 64  # steps per compiled call: amortises the per-call cost; memory T * D per block
 DEFAULT_LOOP = "scan"  # what bnnkit.sample(..., fused=...) builds (tests switch it to "eager")
@@ -108,8 +104,9 @@ class FusedRun(NamedTuple):
 # --------------------------------------------------------------------------- the algorithms
 @dataclass(frozen=True)
 class FusedUpdate:
-    """An algorithm's update as pure tensor code: carry = (x,) or (x, r).  Each fused algorithm
-    describes itself as one (:meth:`FusedAlgorithm.fused_update`)."""
+    """Which update (:mod:`bnnkit.sgmcmc.updates`) a fused block runs, and its constants; the
+    carry is ``(x,)`` or ``(x, r)``.  Each fused algorithm describes itself as one
+    (:meth:`FusedAlgorithm.fused_update`)."""
 
     kind: str  # "sgld" | "sghmc" | "psgld" | "asghmc"
     temperature: float
@@ -119,10 +116,9 @@ class FusedUpdate:
     alpha: float = 0.0  # pSGLD: RMSprop decay, floor delta, N of the per-datum gradient
     delta: float = 0.0
     num_data: float = 1.0
-    mdecay: float = 0.0  # adaptive SGHMC: momentum decay, eps^2, noise variance per unit M^-1, eps^4 term
+    mdecay: float = 0.0  # adaptive SGHMC: momentum decay, eps^2, subtract eps^4 from the noise variance
     eps2: float = 0.0
-    drift_coef: float = 0.0
-    correction: float = 0.0
+    noise_correction: bool = False
 
 
 class FusedAlgorithm:
@@ -153,70 +149,45 @@ def _check_supported(algorithm: Any) -> FusedUpdate:
 
 
 def _make_step(upd: FusedUpdate, grad_and_value: Callable) -> Callable:
-    """One step as a pure function ``(carry, xs, *consts) -> (carry, (position, log_density))``.
+    """One step as a pure function ``(carry, xs, *consts) -> (carry, (position, log_density))``:
+    the minibatch gradient, then the algorithm's update from :mod:`bnnkit.sgmcmc.updates`, the
+    function the step-at-a-time kernel calls.
 
     ``xs = (batch, eps, noise_scale, xi)``: the step's minibatch, its step size, the injected
-    noise's scale (0 where the schedule injects none) and ``xi ~ N(0, I)``:
-
-        SGLD    w' = w + (eps / 2) g + sqrt(eps T) xi
-        SGHMC   r' = (1 - eps C / m) r + eps g + sqrt(2 eps T (C - B)) xi,  w' = w + (eps / m) r'
-        pSGLD   V' = alpha V + (1 - alpha) (g / N)^2,  G = 1 / (delta + sqrt(V')),
-                w' = w + (eps / 2) G g + sqrt(G eps T) xi          (noise_scale = eps T, a variance)
-        aSGHMC  v' = (1 - mdecay) v + eps^2 M^-1 g + s xi,  w' = w + v'   (sampling phase: the
-                consts M^-1 = (V_hat + floor)^-1/2 and s = sqrt(max(0, 2 eps^2 mdecay T M^-1 - c)),
-                frozen at the end of warm-up; noise_scale = 1)
+    noise's scale from :func:`_noise_scale` (0 where the schedule injects none) and
+    ``xi ~ N(0, I)`` (zeros where it injects none).  Scale-adapted SGHMC reads its inverse mass
+    and per-coordinate noise standard deviation as ``consts``, frozen at the end of warm-up.
     """
     if upd.kind == "sgld":
 
-        def step(carry, xs):
-            (x,) = carry
-            batch, eps, scale, xi = xs
-            g, lp = grad_and_value(x, batch)
-            x_new = x + (0.5 * eps) * g + scale * xi
-            return (x_new,), (x_new.clone(), lp)
+        def update(carry, g, eps, scale, xi):
+            return (sgld_update(carry[0], g, eps, scale, xi),)
 
-        return step
-
-    if upd.kind == "psgld":
+    elif upd.kind == "psgld":
         alpha, delta, n = upd.alpha, upd.delta, upd.num_data
 
-        def step_psgld(carry, xs):
-            x, v = carry
-            batch, eps, var, xi = xs
-            g, lp = grad_and_value(x, batch)
-            gbar = g / n
-            v_new = v * alpha + (1 - alpha) * gbar * gbar
-            G = 1.0 / (delta + v_new.sqrt())
-            x_new = x + (0.5 * eps) * (G * g) + xi * (G * var).sqrt()
-            return (x_new, v_new), (x_new.clone(), lp)
+        def update(carry, g, eps, var, xi):
+            return psgld_update(*carry, g, eps, var, xi, alpha, delta, n)
 
-        return step_psgld
+    elif upd.kind == "asghmc":
+        mdecay, eps2 = upd.mdecay, upd.eps2
 
-    if upd.kind == "asghmc":
-        keep, eps2 = 1.0 - upd.mdecay, upd.eps2
+        def update(carry, g, eps, scale, xi, inv_mass, noise_sd):
+            return asghmc_update(*carry, g, eps2, mdecay, inv_mass, noise_sd, xi)
 
-        def step_asghmc(carry, xs, inv_mass, noise_sd):
-            x, v = carry
-            batch, _, scale, xi = xs
-            g, lp = grad_and_value(x, batch)
-            v_new = torch.add(v * keep, inv_mass * g, alpha=eps2)
-            v_new = v_new + (scale * xi) * noise_sd
-            x_new = x + v_new
-            return (x_new, v_new), (x_new.clone(), lp)
+    else:
+        c, m = upd.friction, upd.mass
 
-        return step_asghmc
+        def update(carry, g, eps, scale, xi):
+            return sghmc_update(*carry, g, eps, c, m, scale, xi)
 
-    c, m = upd.friction, upd.mass
-
-    def step_hmc(carry, xs):
-        x, r = carry
+    def step(carry, xs, *consts):
         batch, eps, scale, xi = xs
-        g, lp = grad_and_value(x, batch)
-        r_new = r * (1.0 - eps * (c / m)) + eps * g + scale * xi
-        x_new = x + (eps / m) * r_new
-        return (x_new, r_new), (x_new.clone(), lp)
+        g, lp = grad_and_value(carry[0], batch)
+        carry = tuple(update(carry, g, eps, scale, xi, *consts))
+        return carry, (carry[0].clone(), lp)
 
-    return step_hmc
+    return step
 
 
 def _summed(step: Callable) -> Callable:
@@ -230,13 +201,14 @@ def _summed(step: Callable) -> Callable:
 
 
 def _noise_scale(upd: FusedUpdate, eps: float) -> float:
+    """The ``noise_scale`` a noisy step of step size ``eps`` passes to its update."""
     if upd.kind == "sgld":
-        return math.sqrt(eps * upd.temperature)
+        return sgld_noise_scale(eps, upd.temperature)
     if upd.kind == "psgld":
-        return eps * upd.temperature  # a variance, scaled per coordinate by G inside the step
+        return psgld_noise_variance(eps, upd.temperature)  # scaled per coordinate by G in the update
     if upd.kind == "asghmc":
-        return 1.0  # the per-coordinate standard deviation is a block constant
-    return math.sqrt(2.0 * eps * upd.temperature * (upd.friction - upd.noise_b))
+        return 1.0  # unused: the per-coordinate standard deviation is a block constant
+    return sghmc_noise_scale(eps, upd.temperature, upd.friction - upd.noise_b)
 
 
 # --------------------------------------------------------------------------- the fused kernel
@@ -438,10 +410,11 @@ class FusedKernel:
                     "AdaptiveSGHMC estimates its mass while it warms up, which runs step at a time; with "
                     "fused= give num_warmup >= 1 (the sampling phase then runs in blocks)."
                 )
-            inv_mass = (state.square_avg + VHAT_FLOOR).rsqrt()
-            var = inv_mass * self.update.drift_coef - self.update.correction
-            consts = (inv_mass, var.clamp_min(0.0).sqrt())
-            self._clipped = (var <= 0).to(x.dtype).mean(-1)
+            upd = self.update
+            inv_mass, noise_sd, self._clipped = asghmc_noise(
+                state.square_avg, upd.eps2, upd.mdecay, upd.temperature, upd.noise_correction
+            )
+            consts = (inv_mass, noise_sd)
         keep = list(keep)
         keep_t = torch.as_tensor(keep, dtype=torch.long)
         sparse = None

@@ -33,6 +33,7 @@ from .common import SGInfo, check_temperature, normal
 from .fused import FusedAlgorithm, FusedUpdate
 from .hyper import GIBBS_NOT_VECTORIZABLE, check_gibbs_every, hyper_gibbs, start_step
 from .schedules import Schedule, as_schedule
+from .updates import psgld_noise_variance, psgld_update
 
 
 def hutchinson_hessian_diag(target: Target, x: Tensor, batch: Batch, gen: torch.Generator) -> Tensor:
@@ -154,17 +155,10 @@ class PreconditionedSGLD(FusedAlgorithm):
         def step(state: PSGLDState, batch: Batch, gen: torch.Generator) -> tuple[PSGLDState, SGInfo]:
             _, eps, noisy, x = start_step(state, schedule, gibbs, batch, gen)
             lp, g = target.estimate_grad(x, batch, gen)
-            gbar = g / n
-            v = state.square_avg * alpha + (1 - alpha) * gbar * gbar
-            sv = v.sqrt()
-            G = 1.0 / (delta + sv)
-            drift = G * g
-            if correction:
-                h = hutchinson_hessian_diag(target, x, batch, gen) / n
-                drift = drift - G.square() * (1 - alpha) * gbar * h / sv.clamp_min(1e-30)
-            x_new = x + (0.5 * eps) * drift
-            if noisy:
-                x_new = x_new + normal(x, gen) * (G * (eps * temp)).sqrt()
+            hess = hutchinson_hessian_diag(target, x, batch, gen) if correction else None
+            xi = normal(x, gen) if noisy else None
+            var = psgld_noise_variance(eps, temp)
+            x_new, v = psgld_update(x, state.square_avg, g, eps, var, xi, alpha, delta, n, hess)
             eps_t = torch.tensor(eps, dtype=x.dtype)
             return PSGLDState(x_new, v, state.iteration + 1, eps_t), SGInfo(lp, eps_t, torch.tensor(noisy))
 

@@ -37,6 +37,7 @@ from .common import COLLECT, StepSizeTensors, check_temperature, normal, split_b
 from .fused import FusedAlgorithm, FusedUpdate
 from .hyper import GIBBS_NOT_VECTORIZABLE, check_gibbs_every, gibbs_hyper, hyper_gibbs, zero_blocks
 from .schedules import CosineCycle, Schedule, as_schedule
+from .updates import sghmc_noise_scale, sghmc_update
 
 
 class SGHMCState(NamedTuple):
@@ -214,7 +215,7 @@ class SGHMC(FusedAlgorithm):
             var = v_now if t == 0 else var * ema + (1 - ema) * v_now
             return lp, g, var
 
-        scalar_mass = not isinstance(self.mass, Tensor)
+        fast = not isinstance(self.mass, Tensor) and not online
         step_size_tensor = StepSizeTensors(schedule)
         zero = torch.zeros(())
         b_info = torch.tensor(b_const)
@@ -227,34 +228,23 @@ class SGHMC(FusedAlgorithm):
             if gibbs is not None and gibbs.due(t):
                 x = gibbs_hyper(x, batch, gen, gibbs.blocks)
                 r = zero_blocks(r, gibbs.blocks)
-            if scalar_mass and not online:
-                # Same update with Python-scalar coefficients: few tensor ops per step.
-                m = float(self.mass)
-                if every is not None and t % every == 0:
-                    r = normal(x, gen).mul_(math.sqrt(m * temp))
-                lp, g = target.estimate_grad(x, batch, gen)
-                r_new = torch.add(r.mul(1.0 - eps * C / m), g, alpha=eps)
-                if noisy:
-                    r_new.add_(normal(x, gen), alpha=math.sqrt(2.0 * eps * temp * (C - b_const)))
-                x_new = torch.add(x, r_new, alpha=eps / m)
-                eps_t = step_size_tensor(eps, x.dtype)
-                new = SGHMCState(x_new, r_new, state.noise_var, state.iteration + 1, eps_t)
-                return new, SGHMCInfo(lp, eps_t, COLLECT[noisy], b_info, zero)
-            m = mass_like(x)
+            # A scalar mass and a constant B keep every coefficient a Python number: few tensor ops.
+            m = float(self.mass) if fast else mass_like(x)
             if every is not None and t % every == 0:
-                r = normal(x, gen) * (m * temp).sqrt()
+                r = normal(x, gen).mul_(math.sqrt(m * temp)) if fast else normal(x, gen) * (m * temp).sqrt()
             lp, g, var = gradient(x, batch, gen, state.noise_var, t)
-            b = 0.5 * eps * var if online else torch.full_like(x, b_const)
-            slack = C - b
-            clipped = (slack <= 0).to(x.dtype).mean()
-            r_new = r + eps * g - (eps * C) * (r / m)
-            if noisy:
-                r_new = r_new + normal(x, gen) * (2.0 * eps * temp * slack.clamp_min(0.0)).sqrt()
-            x_new = x + eps * (r_new / m)
+            if fast:
+                slack, b_mean, clipped = C - b_const, b_info, zero
+            else:
+                b = 0.5 * eps * var if online else torch.full_like(x, b_const)
+                slack, b_mean = C - b, b.mean()
+                clipped = (slack <= 0).to(x.dtype).mean()
+            xi = normal(x, gen) if noisy else None
+            noise_sd = sghmc_noise_scale(eps, temp, slack) if noisy else 0.0
+            x_new, r_new = sghmc_update(x, r, g, eps, C, m, noise_sd, xi)
             eps_t = step_size_tensor(eps, x.dtype)
             new = SGHMCState(x_new, r_new, var, state.iteration + 1, eps_t)
-            info = SGHMCInfo(lp, eps_t, COLLECT[noisy], b.mean(), clipped)
-            return new, info
+            return new, SGHMCInfo(lp, eps_t, COLLECT[noisy], b_mean, clipped)
 
         return Kernel(init, step)
 

@@ -16,7 +16,6 @@ SG-MCMC design document (``docs/fsgmcmc_design.md``, E6) writes the same update 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -30,6 +29,7 @@ from .common import COLLECT, SGInfo, StepSizeTensors, check_temperature, normal
 from .fused import FusedAlgorithm, FusedUpdate
 from .hyper import GibbsChains, check_gibbs_every, hyper_gibbs, start_step
 from .schedules import CosineCycle, Schedule, as_schedule
+from .updates import sgld_noise_scale, sgld_update
 
 
 class SGLDState(NamedTuple):
@@ -91,9 +91,8 @@ class SGLD(GibbsChains, FusedAlgorithm):
         def step(state: SGLDState, batch: Batch, gen: torch.Generator) -> tuple[SGLDState, SGInfo]:
             _, eps, noisy, x = start_step(state, schedule, gibbs, batch, gen)
             lp, g = target.estimate_grad(x, batch, gen)
-            x = torch.add(x, g, alpha=0.5 * eps)
-            if noisy:
-                x.add_(normal(x, gen), alpha=math.sqrt(eps * temp))
+            xi = normal(x, gen) if noisy else None
+            x = sgld_update(x, g, eps, sgld_noise_scale(eps, temp), xi)
             new = SGLDState(x, state.iteration + 1, step_size_tensor(eps, x.dtype))
             return new, SGInfo(lp, new.step_size, COLLECT[noisy])
 
