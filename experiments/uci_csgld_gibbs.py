@@ -12,18 +12,9 @@ and ESS are measured at the end. The cells are written and read as the bench's a
     python -m experiments.uci_csgld_gibbs --datasets boston,yacht --splits 10 --from-cells OUT/uci_cells.jsonl --out OUT
 """
 
-from __future__ import annotations
-
-from bnnkit.bench.uci import gibbs_csgld_protocol
-from experiments._uci_experiment import experiment_parser, run_experiment
-
-
-def main() -> None:
-    p = experiment_parser(__doc__, "boston,yacht,concrete,energy", "bnnkit-out/uci-csgld-gibbs")
-    p.add_argument("--every", type=int, default=50, help="steps between Gibbs draws of the noise precision")
-    a = p.parse_args()
-    run_experiment(a, "csgld", lambda quick: gibbs_csgld_protocol(quick, a.every))
-
-
-if __name__ == "__main__":
-    main()
+# Retired in issue 44: this script ran on the UCI bench's own method runners and versioned
+# protocols, which `bnnkit bench uci` no longer has (every method now runs through bnnkit.fit).
+raise SystemExit(
+    "experiments/uci_csgld_gibbs.py needs the UCI bench's old method runners, removed in issue 44; run it at "
+    "commit 5a6b133, the last that ran it: git checkout 5a6b133 && python -m experiments.uci_csgld_gibbs ..."
+)

@@ -19,7 +19,8 @@ import statistics
 import torch
 
 from benchmarks._timing import write_results
-from bnnkit.bench.uci import runner
+from bnnkit.data import load_uci, uci_num_splits
+from bnnkit.data.uci import uci_dataset_name
 from bnnkit.functional import GPPrior
 
 
@@ -47,20 +48,21 @@ def main() -> None:
     ap.add_argument("--out", default="docs/results/uci_gp_regression.json")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    cfg = runner.bench_config(None, False, True)
     cells, summary = [], {}
     for ds in args.datasets.split(","):
-        src = runner.folder_source(ds, args.data)
+        name = uci_dataset_name(ds)
         rows = []
-        for split in range(min(args.splits, src.num_splits())):
-            data = src.load(split)
+        for split in range(min(args.splits, uci_num_splits(name, root=args.data))):
+            data = load_uci(name, split, root=args.data)
             gp = GPPrior("rbf", input_dim=data.x_train.shape[1], jitter=1e-4)
-            fitted = runner.fit_split_gp(gp, data, cfg, split)  # the bench's fit (seed 0 + split)
+            # the bench's fit of the split's GP (seed 0 + split): 300 steps on at most 1,000 rows
+            fitted = gp.fit(data.x_train, data.y_train, num_steps=300, max_points=1000,
+                            generator=torch.Generator().manual_seed(split), progress=False)  # fmt: skip
             mean, var = gp_predict(gp, fitted["noise_variance"], data.x_train, data.y_train, data.x_test)
             err = data.unnormalise_y(mean.float()) - data.unnormalise_y(data.y_test)
             lp = torch.distributions.Normal(mean, var.sqrt()).log_prob(data.y_test.double()).float()
             cell = {
-                "dataset": src.name,
+                "dataset": name,
                 "split": split,
                 "rmse": float(err.pow(2).mean().sqrt()),
                 "nll": float(-data.unnormalise_log_density(lp).mean()),
@@ -68,8 +70,8 @@ def main() -> None:
             }
             cells.append(cell)
             rows.append(cell)
-            print(f"{src.name} split {split}: RMSE {cell['rmse']:.3f} NLL {cell['nll']:.3f}", flush=True)
-        summary[src.name] = {
+            print(f"{name} split {split}: RMSE {cell['rmse']:.3f} NLL {cell['nll']:.3f}", flush=True)
+        summary[name] = {
             "splits": len(rows),
             "rmse": statistics.mean(r["rmse"] for r in rows),
             "rmse_se": statistics.stdev(r["rmse"] for r in rows) / len(rows) ** 0.5
@@ -78,8 +80,8 @@ def main() -> None:
             "nll": statistics.mean(r["nll"] for r in rows),
             "nll_se": statistics.stdev(r["nll"] for r in rows) / len(rows) ** 0.5 if len(rows) > 1 else None,
         }
-        s = summary[src.name]
-        print(f"{src.name}: RMSE {s['rmse']:.3f} NLL {s['nll']:.3f} over {s['splits']} splits")
+        s = summary[name]
+        print(f"{name}: RMSE {s['rmse']:.3f} NLL {s['nll']:.3f} over {s['splits']} splits")
     write_results(args.out, {"benchmark": "uci_gp_regression", "summary": summary, "cells": cells})
 
 

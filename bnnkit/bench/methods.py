@@ -1,35 +1,33 @@
-"""The methods the benchmarks compare, in one table: name -> family, and the SG-MCMC algorithms.
+"""The methods the image and bandit benchmarks compare, in one table: name -> family, and the
+SG-MCMC algorithms.  (The UCI bench runs :func:`bnnkit.fit`'s methods, :data:`bnnkit.api.METHODS`.)
 
 Families:
 
-* ``"default"``: :func:`bnnkit.fit`'s default sampler recipe, called as a user calls it;
-* ``"sg"``: SG-MCMC with a Gaussian weight prior (SGLD, cyclical pSGLD, SGHMC);
+* ``"sg"``: SG-MCMC with a Gaussian weight prior (SGLD, SGHMC);
 * ``"adaptive"``: scale-adapted SGHMC (one step for every set: no N scaling, no tuning);
 * ``"fsg"``: functional SG-MCMC with the fitted GP prior (fSGLD, fSGHMC);
-* ``"nuts"``: full-batch NUTS (UCI only);
 * ``"vi"``: the variational and optimisation baselines (BBB, FBNN, MC dropout, deep ensemble);
 * ``"laplace"``: the Laplace approximation around a MAP (:class:`~bnnkit.Laplace`), GLM predictive;
 * ``"greedy"``: epsilon-greedy agents (the bandit only).
 
 Which methods a benchmark offers, and in what order, stays with the benchmark (``METHODS`` of
-:mod:`~bnnkit.bench.uci`, :mod:`~bnnkit.bench.image` and :mod:`~bnnkit.bench.bandit`; the bandit's
-order also seeds its agents); so do the VI baselines' settings, which differ from one benchmark to
-the next.
+:mod:`~bnnkit.bench.image` and :mod:`~bnnkit.bench.bandit`; the bandit's order also seeds its
+agents); so do the VI baselines' settings, which differ from one benchmark to the next.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ..core.errors import BnnkitError
+
 FAMILY: dict[str, str] = {
-    "default": "default",  # bnnkit.fit's default recipe (bnnkit.api.recipe), exactly as a user gets it
     "sgld": "sg",
-    "csgld": "sg",  # cyclical pSGLD (the UCI bench's protocol 7)
     "sghmc": "sg",
     "asghmc": "adaptive",
     "fsgld": "fsg",
     "fsghmc": "fsg",
-    "nuts": "nuts",
     "bbb": "vi",
     "fbnn": "vi",
     "mcdropout": "vi",
@@ -51,14 +49,15 @@ def family(method: str) -> str | None:
     return FAMILY.get(method)
 
 
-def is_sg(method: str) -> bool:
-    """Whether ``method`` is an SG-MCMC method (weight-space or functional)."""
-    return FAMILY.get(method) in ("sg", "fsg")
-
-
-def methods_of(*families: str) -> tuple[str, ...]:
-    """The names of the ``families``' methods, in the table's order."""
-    return tuple(m for m, f in FAMILY.items() if f in families)
+def canonical_methods(methods: Iterable[str], known: Sequence[str]) -> list[str]:
+    """``methods`` with repeats dropped; a name not in ``known`` is refused."""
+    out: list[str] = []
+    for m in methods:
+        if m not in known:
+            raise BnnkitError(f"unknown method {m!r}; choose from {', '.join(known)}.")
+        if m not in out:
+            out.append(m)
+    return out
 
 
 def sg_algorithm(method: str) -> Any:
@@ -69,4 +68,4 @@ def sg_algorithm(method: str) -> Any:
     return {"sgld": SGLD, "sghmc": SGHMC, "fsgld": FSGLD, "fsghmc": FSGHMC}[method]
 
 
-__all__ = ["FAMILY", "GP_PRIOR", "MOMENTUM", "family", "is_sg", "methods_of", "sg_algorithm"]
+__all__ = ["FAMILY", "GP_PRIOR", "MOMENTUM", "canonical_methods", "family", "sg_algorithm"]

@@ -32,78 +32,26 @@ SOURCES = {
     "quoted in Table 3 of the ICLR 2019 submission 'Ergodic measure preserving flows' (second-hand)",
 }
 
+# per (metric, method): (mean, spread) on each set of _SETS, in its order; None: not published
+_SETS = ("bostonHousing", "concrete", "energy", "kin8nm", "power-plant", "protein-tertiary-structure",
+         "wine-quality-red", "yacht")  # fmt: skip
+_ROWS = {
+    ("rmse", "pbp"): ((3.014, 0.18), (5.667, 0.093), (1.804, 0.048), (0.098, 0.001), (4.124, 0.035), (4.732, 0.013), (0.635, 0.008), (1.015, 0.054)),
+    ("rmse", "mcdropout"): ((2.97, 0.19), (5.23, 0.12), (1.66, 0.04), (0.1, 0.0), (4.02, 0.04), (4.36, 0.01), (0.62, 0.01), (1.11, 0.09)),
+    ("rmse", "ensemble"): ((3.28, 1.0), (6.03, 0.58), (2.09, 0.29), (0.09, 0.0), (4.11, 0.17), (4.71, 0.06), (0.64, 0.04), (1.58, 0.48)),
+    ("nll", "pbp"): ((2.57, 0.09), (3.16, 0.02), (2.04, 0.02), (-0.9, 0.01), (2.84, 0.01), (2.97, 0.0), (0.97, 0.01), (1.63, 0.02)),
+    ("nll", "mcdropout"): ((2.46, 0.06), (3.04, 0.02), (1.99, 0.02), (-0.95, 0.01), (2.8, 0.01), (2.89, 0.0), (0.93, 0.01), (1.55, 0.03)),
+    ("nll", "ensemble"): ((2.41, 0.25), (3.06, 0.18), (1.38, 0.22), (-1.2, 0.02), (2.79, 0.04), (2.83, 0.02), (0.94, 0.12), (1.18, 0.21)),
+    ("nll", "sghmc_adapted"): ((2.54, 0.04), (3.38, 0.24), None, None, None, None, (1.04, 0.17), (1.11, 0.08)),
+}  # fmt: skip
 # metric -> method -> canonical data-set name -> (mean, spread)
 PUBLISHED: dict[str, dict[str, dict[str, tuple[float, float]]]] = {
-    "rmse": {
-        "pbp": {
-            "bostonHousing": (3.014, 0.180),
-            "concrete": (5.667, 0.093),
-            "energy": (1.804, 0.048),
-            "kin8nm": (0.098, 0.001),
-            "power-plant": (4.124, 0.035),
-            "protein-tertiary-structure": (4.732, 0.013),
-            "wine-quality-red": (0.635, 0.008),
-            "yacht": (1.015, 0.054),
-        },
-        "mcdropout": {
-            "bostonHousing": (2.97, 0.19),
-            "concrete": (5.23, 0.12),
-            "energy": (1.66, 0.04),
-            "kin8nm": (0.10, 0.00),
-            "power-plant": (4.02, 0.04),
-            "protein-tertiary-structure": (4.36, 0.01),
-            "wine-quality-red": (0.62, 0.01),
-            "yacht": (1.11, 0.09),
-        },
-        "ensemble": {
-            "bostonHousing": (3.28, 1.00),
-            "concrete": (6.03, 0.58),
-            "energy": (2.09, 0.29),
-            "kin8nm": (0.09, 0.00),
-            "power-plant": (4.11, 0.17),
-            "protein-tertiary-structure": (4.71, 0.06),
-            "wine-quality-red": (0.64, 0.04),
-            "yacht": (1.58, 0.48),
-        },
-    },
-    "nll": {
-        "pbp": {
-            "bostonHousing": (2.57, 0.09),
-            "concrete": (3.16, 0.02),
-            "energy": (2.04, 0.02),
-            "kin8nm": (-0.90, 0.01),
-            "power-plant": (2.84, 0.01),
-            "protein-tertiary-structure": (2.97, 0.00),
-            "wine-quality-red": (0.97, 0.01),
-            "yacht": (1.63, 0.02),
-        },
-        "mcdropout": {
-            "bostonHousing": (2.46, 0.06),
-            "concrete": (3.04, 0.02),
-            "energy": (1.99, 0.02),
-            "kin8nm": (-0.95, 0.01),
-            "power-plant": (2.80, 0.01),
-            "protein-tertiary-structure": (2.89, 0.00),
-            "wine-quality-red": (0.93, 0.01),
-            "yacht": (1.55, 0.03),
-        },
-        "ensemble": {
-            "bostonHousing": (2.41, 0.25),
-            "concrete": (3.06, 0.18),
-            "energy": (1.38, 0.22),
-            "kin8nm": (-1.20, 0.02),
-            "power-plant": (2.79, 0.04),
-            "protein-tertiary-structure": (2.83, 0.02),
-            "wine-quality-red": (0.94, 0.12),
-            "yacht": (1.18, 0.21),
-        },
-        "sghmc_adapted": {
-            "bostonHousing": (2.54, 0.04),
-            "concrete": (3.38, 0.24),
-            "wine-quality-red": (1.04, 0.17),
-            "yacht": (1.11, 0.08),
-        },
-    },
+    metric: {
+        m: {s: v for s, v in zip(_SETS, row) if v is not None}
+        for (mt, m), row in _ROWS.items()
+        if mt == metric
+    }
+    for metric in ("rmse", "nll")
 }
 
 

@@ -111,10 +111,12 @@ def build_parser() -> argparse.ArgumentParser:
     ext.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     bench = sub.add_parser("bench", help="run a benchmark of the paper (tables as markdown, CSV and JSON)")
     bench_sub = bench.add_subparsers(dest="benchmark", required=True)
-    # the UCI bench's stock protocol versions, newest last (bnnkit.bench.uci.STOCK_VERSIONS; not
-    # imported here, so that `bnnkit --help` stays fast; tests/cli checks that they agree)
-    uci_versions = (3, 4, 5, 6, 7, 9, 10)
-    uci = bench_sub.add_parser("uci", help="UCI regression: RMSE and NLL over the standard splits")
+    uci = bench_sub.add_parser(
+        "uci",
+        help="UCI regression: RMSE and NLL over the standard splits",
+        description="Every row is bnnkit.fit(method=M) with M's defaults. Tables of earlier protocols "
+        "(--protocol, --tune) are reproduced from the commit and command that made them.",
+    )
     uci.add_argument(
         "--datasets",
         type=_names,
@@ -128,9 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--methods",
         type=_names,
         default="default,ensemble,mcdropout,laplace,bbb",
-        help="comma-separated, from default (bnnkit.fit's default recipe, as a user gets it),"
-        "sgld,csgld,sghmc,asghmc,fsgld,fsghmc,nuts,bbb,fbnn,mcdropout,ensemble,laplace "
-        "(hmc: an alias of nuts) (default: %(default)s)",
+        # bnnkit.api.METHODS, not imported (tests/cli checks that they agree)
+        help="comma-separated bnnkit.fit methods, each with its defaults, from "
+        "default,sghmc,fsgld,fsghmc,nuts,hmc,laplace,mcdropout,ensemble,bbb (default: %(default)s)",
     )
     uci.add_argument(
         "--splits", type=POSITIVE, default=10, help="run splits 0..SPLITS-1 (default: %(default)s)"
@@ -142,7 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="start at this split (e.g. 4 with --splits 10 runs 4-9 beside a run of 0-3; "
         "--from-cells joins their cells)",
     )
-    uci.add_argument("--quick", action="store_true", help="tiny network and runs, 200 rows: a smoke test")
+    uci.add_argument(
+        "--quick", action="store_true", help="tiny network, short runs, 200 rows: a smoke test, not results"
+    )
     uci.add_argument(
         "--data",
         default=None,
@@ -154,23 +158,6 @@ def build_parser() -> argparse.ArgumentParser:
     uci.add_argument("--seed", type=SEED, default=0)
     uci.add_argument("--threads", type=THREADS, default=1)
     uci.add_argument("--no-progress", action="store_true")
-    uci.add_argument(
-        "--tune",
-        action="store_true",
-        help="choose each SG-MCMC step size per split by held-out NLL (80/20 of the training rows)",
-    )
-    uci.add_argument(
-        "--protocol",
-        type=int,
-        choices=uci_versions,
-        default=uci_versions[-1],
-        help="protocol version (default: %(default)s: sghmc is cyclical scale-adapted SGHMC climbing a ladder of "
-        "(peak, window) rungs); 9 runs sghmc at a constant step, csgld climbing a ladder of peaks and keeping "
-        "the smallest whose chains converge; 7 runs csgld at one peak (0.05), "
-        "3 rebuilds or extends the protocol-3 tables (plain SGHMC / fSGHMC at the step-size table), "
-        "4 the protocol-4 ones (SGLD / fSGLD by protocol 3's recipe), 5 the protocol-5 ones (NUTS one "
-        "chain of 100 draws), 6 the protocol-6 ones (no csgld)",
-    )
     uci.add_argument(
         "--split-kind",
         # bnnkit.data.splits.SPLIT_KINDS, not imported (tests/bench/test_uci_split_kinds.py checks they agree)
@@ -190,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     uci.add_argument(
         "--resume",
         action="store_true",
-        help="keep the cells already in OUT/uci_cells.jsonl (same seed, --quick, --tune and protocol) and run "
+        help="keep the cells already in OUT/uci_cells.jsonl (same seed, --quick and protocol) and run "
         "only the missing ones: goes on with a stopped run, or grows --splits; cells of a split whose data "
         "files have changed since are refused",
     )
@@ -377,14 +364,12 @@ def _experiment_extrapolation(args: argparse.Namespace) -> int:
 
 
 def _bench_uci(args: argparse.Namespace) -> int:
-    from ..bench.uci import run_uci, stock_protocol
+    from ..bench.uci import run_uci
 
     report = run_uci(
-        protocol=stock_protocol(args.quick, args.protocol),
         datasets=args.datasets,
         methods=args.methods,
         splits=args.splits,
-        tune=args.tune,
         from_cells=args.from_cells,
         first_split=args.first_split,
         split_kind=args.split_kind,

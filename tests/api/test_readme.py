@@ -13,7 +13,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _example() -> str:
     text = (ROOT / "README.md").read_text()
-    block = re.search(r"<!-- readme-example:start -->\n```python\n(.*?)```\n<!-- readme-example:end -->", text, re.S)
+    block = re.search(
+        r"<!-- readme-example:start -->\n```python\n(.*?)```\n<!-- readme-example:end -->", text, re.S
+    )
     assert block, "the README's example block is missing its markers"
     return block.group(1)
 
@@ -61,8 +63,14 @@ def test_the_readme_example_gives_the_bench_default_row(tmp_path, monkeypatch):
         exec(compile(code, "README.md", "exec"), ns)  # noqa: S102
         n = ns["n"]
         report = run_uci_arrays(
-            x, y, splits=[(np.arange(n), np.arange(n, len(y)))], methods=["default"], name="readme",
-            out=tmp_path / "bench", seed=0, progress=False,
+            x,
+            y,
+            splits=[(np.arange(n), np.arange(n, len(y)))],
+            methods=["default"],
+            name="readme",
+            out=tmp_path / "bench",
+            seed=0,
+            progress=False,
         )
     cell = report["cells"][0]
     m = ns["fit"].evaluate(x[n:], y[n:])

@@ -49,7 +49,6 @@ OPTIONS = [
     (["bench", "uci", "--first-split", "10"], ["--first-split 10", "--splits 10"]),
     (["bench", "uci", "--seed", "-1"], ["--seed", "got -1"]),
     (["bench", "uci", "--seed", "1.5"], ["--seed", "'1.5'"]),
-    (["bench", "uci", "--protocol", "2"], ["--protocol", "invalid choice: 2"]),
     (["bench", "uci", "--methods", ","], ["--methods", "at least one name"]),
     (["bench", "uci", "--datasets", ""], ["--datasets", "at least one name"]),
     (["bench", "uci", "--no-such-flag"], ["unrecognized arguments: --no-such-flag"]),

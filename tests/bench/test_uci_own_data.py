@@ -1,10 +1,9 @@
 """`bnnkit bench uci --data DIR --datasets NAME` on a UCI-layout folder that is not one of the known
-sets, the in-memory entry point, the versioned protocol, and the published rows of the table."""
+sets, the in-memory entry point, and the published rows of the table."""
 
 from __future__ import annotations
 
 import csv
-import dataclasses
 import json
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import pytest
 import torch
 
 import bnnkit.bench.uci as uci
-from bnnkit.bench.uci import FULL_PROTOCOL, QUICK_PROTOCOL, UCIProtocol, run_uci, run_uci_arrays
+from bnnkit.bench.uci import PROTOCOL, make_report, run_uci, run_uci_arrays
 from bnnkit.cli.main import main
 from bnnkit.core.errors import BnnkitError
 from tests.helpers import write_uci_folder
@@ -39,16 +38,16 @@ def test_bench_uci_runs_an_own_folder_from_the_command_line(tmp_path, capsys):
     ]
     for r in rows:
         assert 0.0 < float(r["rmse_std"]) < float("inf") and float(r["nll"]) < float("inf")
-        assert r["protocol"] == str(QUICK_PROTOCOL.version)
+        assert r["protocol"] == str(PROTOCOL)
     md = (out / "uci.md").read_text()
     assert "| toyset | mcdropout |" in md
     assert "published" not in md  # no published numbers for an own set
     assert f"--data {tmp_path / 'data'}" in md  # the command names the folder it read
     report = json.loads((out / "uci.json").read_text())
-    assert report["published"] == {} and report["protocol"]["version"] == QUICK_PROTOCOL.version
+    assert report["published"] == {} and report["protocol"]["version"] == PROTOCOL
     assert (out / "uci.png").stat().st_size > 1000
     cells = [json.loads(x) for x in (out / "uci_cells.jsonl").read_text().splitlines()]
-    assert len(cells) == 2 and {c["protocol"] for c in cells} == {QUICK_PROTOCOL.version}
+    assert len(cells) == 2 and {c["protocol"] for c in cells} == {PROTOCOL}
 
     # --resume finds both cells and runs nothing; --from-cells rebuilds the same table
     assert _cli(tmp_path / "data", out, "--splits", "2", "--resume") == 0
@@ -128,61 +127,18 @@ def test_run_uci_arrays_runs_the_protocol_on_arrays_in_memory(tmp_path):
         run_uci_arrays(x, y, name="boston", out=tmp_path / "d")
 
 
-def test_the_protocol_is_one_frozen_versioned_config():
-    assert FULL_PROTOCOL.version == uci.PROTOCOL == 10
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        FULL_PROTOCOL.burn_in = 10  # type: ignore[misc]
-    with pytest.raises(TypeError):
-        FULL_PROTOCOL.step_size["sgld"] = 1.0  # type: ignore[index]
-    # the dict the runner reads is the old DEFAULTS, plus the version and the constants it had inline
-    assert uci.DEFAULTS == FULL_PROTOCOL.config() and uci.DEFAULTS["tune"] is None
-    assert FULL_PROTOCOL.config(tune=True)["tune"] == uci.TUNE
-    assert QUICK_PROTOCOL.config(tune=True)["tune"] == uci.QUICK_TUNE and QUICK_PROTOCOL.max_rows == 200
-    assert FULL_PROTOCOL.config()["bbb"] == {"epochs": 300, "max_steps": 100_000, "lr": 1e-2, "draws": 100}
-    with pytest.raises(BnnkitError, match="no field"):
-        FULL_PROTOCOL.replace(epochs=3)
-    # a changed protocol must say so by its version, or its cells would pass for the bench's
-    wider = FULL_PROTOCOL.replace(hidden=50)
-    with pytest.raises(BnnkitError, match=r"\['hidden'\] but keeps its version 10"):
-        run_uci(["boston"], ["sgld"], out="unused", protocol=wider)
-    assert isinstance(wider.replace(version=7), UCIProtocol)
-
-
-def test_cells_are_matched_on_the_protocol_version():
-    cell = {"dataset": "toyset", "split": 0, "method": "sghmc", "seed": 0, "quick": False, "tuned": False}
-    assert uci._same_run({**cell, "protocol": 3}, 0, False, False, version=3)
-    assert not uci._same_run({**cell, "protocol": 3}, 0, False, False, version=4)
-    assert uci._same_run({**cell, "protocol": 4}, 0, False, False, version=4)
-    assert not uci._same_run({**cell, "protocol": 4}, 0, False, False, version=3)
-    # protocol 4 changed only sghmc's recipe, 5 only sgld's, 6 only nuts', 7 added csgld, 8 (an
-    # experiment) and 9 changed csgld's, 10 sghmc's: bbb's protocol-3 cells are protocol-4 to -10 cells;
-    # a version the bench does not know counts no earlier cell
-    bbb = {**cell, "method": "bbb", "protocol": 3}
-    assert all(uci._same_run(bbb, 0, False, False, version=v) for v in (4, 5, 6, 7, 8, 9, 10))
-    assert not uci._same_run(bbb, 0, False, False, version=11)
-    assert uci._same_run({**cell, "protocol": 4}, 0, False, False, version=6)
-    nuts = {**cell, "method": "nuts", "protocol": 3}
-    assert uci._same_run(nuts, 0, False, False, version=5) and not uci._same_run(nuts, 0, False, False)
-    assert uci._same_run({**nuts, "protocol": 6}, 0, False, False)
-    # protocol 2 cells of a set without a GP subset count as protocol 3 (and, but for sghmc, 4)
-    boston = {**cell, "dataset": "bostonHousing", "protocol": 2}
-    assert uci._same_run(boston, 0, False, False, version=3) and not uci._same_run(boston, 0, False, False)
-    assert uci._same_run({**boston, "method": "nuts"}, 0, False, False, version=5)
-    assert not uci._same_run({**boston, "method": "nuts"}, 0, False, False)
-    kin8nm_nuts = {**cell, "dataset": "kin8nm", "method": "nuts", "protocol": 2}
-    assert not uci._same_run(kin8nm_nuts, 0, False, False, version=5)
-
-
-def test_the_stored_cells_of_the_results_folder_stay_readable(tmp_path):
+def test_the_stored_cells_of_earlier_protocols_are_not_this_protocols(tmp_path):
+    """docs/results/uci/ holds cells of protocols 2-10, whose tables are rebuilt at the commit that
+    wrote them: --from-cells leaves them out and says so."""
     stored = Path(__file__).resolve().parents[2] / "docs" / "results" / "uci" / "yacht.jsonl"
     if not stored.is_file():
         pytest.skip("docs/results/uci/yacht.jsonl not found")
-    rep = run_uci(
-        ["yacht"], ["mcdropout", "ensemble"], splits=10, out=tmp_path, from_cells=stored, log=lambda s: None
-    )
-    assert {c["protocol"] for c in rep["cells"]} <= {2, 3} and len(rep["cells"]) >= 2
-    md = rep["markdown"]
-    assert "| yacht | mcdropout |" in md and "| yacht | published mcdropout |" in md
+    said: list[str] = []
+    with pytest.raises(BnnkitError, match="holds no cell"):
+        run_uci(
+            ["yacht"], ["mcdropout", "ensemble"], splits=10, out=tmp_path, from_cells=stored, log=said.append
+        )
+    assert any("left out 20 cell(s)" in s and "commit that wrote it" in s for s in said)
 
 
 def test_the_table_shows_published_numbers_in_original_units_beside_ours():
@@ -192,7 +148,7 @@ def test_the_table_shows_published_numbers_in_original_units_beside_ours():
         )
         for d in ("bostonHousing", "toyset")
     ]
-    rep = uci._report(cells, ["boston", "toyset"], ["mcdropout"], 1, False, 0, uci.DEFAULTS)
+    rep = make_report(cells, ["boston", "toyset"], ["mcdropout"], 1, False, 0, "cmd")
     md = rep["markdown"]
     assert "| bostonHousing | mcdropout | 0.300 |" in md
     assert "| bostonHousing | published pbp | - | - | - | - | 3.014 +- 0.18 | 2.57 +- 0.09 | - |" in md
@@ -203,53 +159,6 @@ def test_the_table_shows_published_numbers_in_original_units_beside_ours():
     assert "| toyset | mcdropout | 0.300 |" in md and "| toyset | published" not in md
     assert rep["published"]["bostonHousing"]["pbp"]["rmse"] == (3.014, 0.180)
     assert "toyset" not in rep["published"]
-
-
-def test_protocol_3_stays_runnable_for_its_tables(tmp_path):
-    """``--protocol 3`` (stock_protocol(quick, 3)) runs sghmc as plain SGHMC at the step-size table
-    and writes protocol-3 cells; the other versions are refused."""
-    p3 = uci.stock_protocol(True, 3)
-    assert p3.version == 3 and p3.config()["adaptive"] is None and uci.stock_protocol(True) is QUICK_PROTOCOL
-    with pytest.raises(BnnkitError, match="runs protocol 10, 9, 7, 6, 5, 4 or 3"):
-        uci.stock_protocol(False, 2)
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(60, 3, generator=g)
-    y = x[:, 0] + 0.1 * torch.randn(60, generator=g)
-    rep = run_uci_arrays(x, y, splits=1, methods=["sghmc"], out=tmp_path, quick=True, progress=False,
-                         log=lambda s: None, protocol=p3)  # fmt: skip
-    (cell,) = rep["cells"]
-    assert cell["protocol"] == 3 and cell["step_size"] == p3.config()["step_size"]["sghmc"]
-    assert "rhat" not in cell  # no convergence rule in protocol 3
-
-
-def test_protocol_6_runs_nuts_as_several_chains_and_reports_their_function_space_rhat(tmp_path, monkeypatch):
-    """nuts samples ``chains`` chains of ``draws`` draws each and the cell carries the function-space
-    R-hat / ESS of those chains at the test inputs; ``stock_protocol(quick, 5)`` keeps one chain."""
-    import bnnkit.bench.uci.inference as inference
-
-    p5 = uci.stock_protocol(True, 5)
-    assert p5.version == 5 and "chains" not in p5.config()["nuts"]
-    assert uci.stock_protocol(False, 5).config()["nuts"] == {"warmup": 300, "draws": 100, "max_tree_depth": 7}
-    full = FULL_PROTOCOL.config()["nuts"]
-    assert full["chains"] * full["draws"] >= 100 and full["chains"] >= 4
-    seen = []
-    real = inference.sample
-    monkeypatch.setattr(inference, "sample", lambda *a, **k: (seen.append(k), real(*a, **k))[1])
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(60, 3, generator=g)
-    y = x[:, 0] + 0.1 * torch.randn(60, generator=g)
-    kw = dict(splits=1, methods=["nuts"], quick=True, progress=False, log=lambda s: None)
-    (cell,) = run_uci_arrays(x, y, out=tmp_path / "6", **kw)["cells"]
-    q = QUICK_PROTOCOL.config()["nuts"]
-    assert seen[-1]["num_chains"] == q["chains"] == 2 and seen[-1]["num_samples"] == q["draws"]
-    assert (
-        cell["protocol"] == uci.PROTOCOL
-        and cell["draws_per_chain"] == q["draws"]
-        and cell["stopped"] == "fixed length"
-    )
-    assert cell["rhat"] >= 1.0 and cell["ess"] > 0
-    (old,) = run_uci_arrays(x, y, out=tmp_path / "5", protocol=p5, **kw)["cells"]
-    assert seen[-1]["num_chains"] == 1 and old["protocol"] == 5 and "rhat" not in old
 
 
 def test_resume_keeps_cells_only_of_the_same_data(tmp_path):

@@ -13,8 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from bnnkit.bench.uci import run_uci, run_uci_arrays
-from bnnkit.bench.uci.runner import interval_coverage
+from bnnkit.bench.uci import interval_coverage, run_uci, run_uci_arrays
 from bnnkit.cli.main import main
 from bnnkit.core.errors import BnnkitError
 from bnnkit.data import write_split_layout

@@ -63,20 +63,26 @@ def test_a_stop_by_ctrl_c_says_where_the_finished_work_is(tmp_path, capsys, monk
     assert f"kept in {tmp_path / 'b'}" in err and "--resume" in err
 
 
-def test_uci_protocol_choices_are_the_bench_stock_versions():
-    """The CLI lists the UCI versions without importing the bench; they must be its stock ones, newest
-    (the default) last."""
-    from bnnkit.bench.uci.protocol import PROTOCOL, STOCK_VERSIONS
+def _uci_parser():
     from bnnkit.cli.main import build_parser
 
-    action = next(
-        a
-        for a in build_parser()
-        ._subparsers._group_actions[0]
-        .choices["bench"]
-        ._subparsers._group_actions[0]
-        .choices["uci"]
-        ._actions
-        if a.dest == "protocol"
-    )
-    assert tuple(action.choices) == STOCK_VERSIONS and action.default == PROTOCOL
+    bench = build_parser()._subparsers._group_actions[0].choices["bench"]
+    return bench._subparsers._group_actions[0].choices["uci"]
+
+
+def test_uci_methods_are_the_fit_methods():
+    """The CLI names fit's methods without importing them (`bnnkit --help` stays fast): they must be
+    bnnkit.api.METHODS, and its default list the bench's."""
+    from bnnkit.api import METHODS
+    from bnnkit.bench.uci import DEFAULT_METHODS
+
+    action = next(a for a in _uci_parser()._actions if a.dest == "methods")
+    assert action.help.split(" from ")[1].split(" (default")[0] == ",".join(METHODS)
+    assert action.default == ",".join(DEFAULT_METHODS)
+
+
+@pytest.mark.parametrize("flag", [["--protocol", "3"], ["--tune"]])
+def test_the_old_protocol_flags_are_gone(flag, tmp_path, capsys):
+    assert main(["bench", "uci", "--quick", "--out", str(tmp_path), *flag]) == 2
+    assert "unrecognized arguments" in capsys.readouterr().err
+    assert "reproduced from the commit and command that made them" in _uci_parser().description

@@ -1,18 +1,16 @@
 """The UCI benchmark's records: one JSON line per finished cell (data set, split, method) in
 ``uci_cells.jsonl``, and which of them a run may reuse.
 
-A cell carries what its numbers depend on beyond data set, split, method and seed: ``quick``, the
-tuning rule (``tuned``) and the protocol's version (under the key ``protocol``).  ``--resume`` and
-``--from-cells`` take only cells that match the run in all of them (:func:`_same_run`), so cells of
-two protocols never meet in one table.  It carries the kind of its split too (``split_kind``:
+A cell carries what its numbers depend on beyond data set, split, method and seed: ``quick`` and
+the protocol (:data:`~bnnkit.bench.uci.protocol.PROTOCOL`).  ``--resume`` and ``--from-cells`` take
+only cells that match the run in both (:func:`same_run`), so cells of two protocols never meet in
+one table.  It carries the kind of its split too (``split_kind``:
 ``random``, the layout's index files, or ``gap`` / ``tail``, :mod:`bnnkit.data.splits`; a cell
 without one is ``random``): split 3 of one kind is not split 3 of another, so the kinds never meet
 either.  It also carries a checksum of its split's data
 (``data_sha256``: :func:`files_checksum`, :func:`arrays_checksum`); ``--resume`` refuses cells whose
 data differs from what the split holds now (:func:`check_resumed_data`), and ``--from-cells``
-refuses to join cells of one split computed on different data; the cells in ``docs/results/uci/`` (protocols 2 to 5)
-stay readable.  Where a protocol changed only some methods' recipes, the other methods' cells of
-the one before count as its cells (:func:`_same_run`).
+refuses to join cells of one split computed on different data.
 """
 
 from __future__ import annotations
@@ -28,7 +26,7 @@ from ...core.errors import BnnkitError
 from ...data.download import sha256
 from ...data.uci import uci_dataset_name
 from ..records import append_record, read_records, start_records
-from .protocol import NO_GP_SUBSET, PROTOCOL, QUICK_TUNE, SG_METHODS, TUNE, adaptive_methods, unchanged_since
+from .protocol import PROTOCOL, SAME_SINCE_10, uses_gp_noise
 
 __all__ = ["append_record", "read_records", "start_records"]
 
@@ -85,52 +83,31 @@ def check_resumed_data(
     return unchecked
 
 
-def _settings(method: str, quick: bool, tune: bool, version: int = PROTOCOL) -> dict[str, Any]:
-    """What a cell's numbers depend on beyond data set, split, method and seed (``--resume`` reuses
-    a cell only when these match); ``--tune`` changes only the SG-MCMC methods.  A cell written
-    before ``protocol`` was recorded counts as protocol 1."""
-    # the adaptive table's methods have no step to tune (one setting for every set): --tune leaves them alone
-    tuned = tune and method in SG_METHODS and method not in adaptive_methods(version)
-    return {
-        "quick": quick,
-        "tuned": (QUICK_TUNE if quick else TUNE)["rule"] if tuned else False,
-        "protocol": version,
-    }
+def settings(quick: bool) -> dict[str, Any]:
+    """What a cell's numbers depend on beyond data set, split, method and seed."""
+    return {"quick": quick, "protocol": PROTOCOL}
 
 
-def _same_run(
-    cell: dict[str, Any],
-    seed: int,
-    quick: bool,
-    tune: bool,
-    version: int = PROTOCOL,
-    *,
-    split_kind: str = "random",
-) -> bool:
-    """Whether ``cell`` is what a run with these arguments (and this protocol version and kind of
-    split) writes for it."""
-    if cell.get("split_kind", "random") != split_kind:
-        return False
-    wanted = _settings(cell["method"], quick, tune, version)
-    have = {k: cell.get(k, 1 if k == "protocol" else None) for k in wanted}
-    if version >= 3 and have["protocol"] == 2 and cell.get("dataset") in NO_GP_SUBSET:
-        have["protocol"] = 3  # the protocols differ only in how a GP-fit subset is drawn
-    old = have["protocol"]
-    if isinstance(old, int) and 3 <= old < version and unchanged_since(cell["method"], old, version):
-        have["protocol"] = version  # the protocols since changed only other methods' recipes
-    return cell.get("seed") == seed + cell.get("split", -1) and have == wanted
+def same_run(cell: dict[str, Any], seed: int, quick: bool, split_kind: str = "random") -> bool:
+    """Whether ``cell`` is what a run with these arguments writes for it (a protocol-10 cell of a
+    method it already ran as :func:`bnnkit.fit` does counts)."""
+    version = cell.get("protocol")
+    current = version == PROTOCOL or (version == 10 and not quick and cell.get("method") in SAME_SINCE_10)
+    return (
+        current
+        and cell.get("quick") == quick
+        and cell.get("split_kind", "random") == split_kind
+        and cell.get("seed") == seed + cell.get("split", -1)
+    )
 
 
-def _read_cells(
+def read_cells(
     path: Path,
     datasets: Sequence[str],
     methods: Sequence[str],
     log: Callable[[str], None],
     seed: int,
     quick: bool,
-    tune: bool,
-    version: int = PROTOCOL,
-    *,
     split_kind: str = "random",
 ) -> list[dict[str, Any]]:
     """The cells of ``path`` that a run with these arguments writes, the latest line of each."""
@@ -141,12 +118,12 @@ def _read_cells(
     names = {uci_dataset_name(d) for d in datasets}
     latest: dict[tuple, dict[str, Any]] = {}  # a later line for the same cell (a rerun) supersedes
     asked = [c for c in read_records(path, log) if c.get("dataset") in names and c.get("method") in methods]
-    # Cells of another seed, mode, tuning rule, protocol or kind of split are not this command's numbers.
-    lines = [c for c in asked if _same_run(c, seed, quick, tune, version, split_kind=split_kind)]
+    # Cells of another seed, mode, protocol or kind of split are not this command's numbers.
+    lines = [c for c in asked if same_run(c, seed, quick, split_kind)]
     if len(lines) < len(asked):
         log(
-            f"{path}: left out {len(asked) - len(lines)} cell(s) of another seed, --quick/--tune setting, "
-            "protocol or --split-kind (they belong to another command's table)"
+            f"{path}: left out {len(asked) - len(lines)} cell(s) of another seed, --quick setting, protocol "
+            "or --split-kind (another command's table: an earlier protocol's is rebuilt at the commit that wrote it)"
         )
     for c in lines:
         latest[(c["dataset"], c["split"], c["method"])] = c
@@ -173,3 +150,13 @@ def _read_cells(
             + "; check the arguments."
         )
     return cells
+
+
+def seconds_total(cell: dict[str, Any]) -> float:
+    """What the cell's method costs a user of :func:`bnnkit.fit`: its ``seconds`` plus, for a method
+    that takes the GP's noise, the split's GP fit (``gp_fit_seconds``); a cell written before
+    ``seconds_total`` was recorded gets it computed."""
+    if cell.get("seconds_total") is not None:
+        return cell["seconds_total"]
+    gp = cell.get("gp_fit_seconds") if uses_gp_noise(cell["method"]) else None
+    return cell["seconds"] + (gp or 0.0)

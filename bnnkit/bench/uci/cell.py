@@ -1,0 +1,103 @@
+"""One cell of the UCI bench: :func:`bnnkit.fit` with the method's defaults on one split, and the
+scores of its predictive on the split's test rows."""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from typing import Any
+
+import torch
+
+from ...api import fit
+from ...api.methods import METHODS, NOISE_FLOOR
+from ...core.errors import DivergenceError
+from ...core.random import global_rng_seeded
+from ...diagnostics import ConvergenceWarning
+from ...laplace import Laplace
+from ...predict import predict
+from ...predict.metrics import rmse
+from ..models import mlp
+from .protocol import UCIProtocol
+
+# a sampler cell's convergence record: bnnkit.fit's diagnostics, the recipe's stopping rule where it ran
+CONVERGENCE = ("rhat", "ess", "draws_per_chain", "stopped", "map_steps")
+
+
+def split_gp(data: Any, cfg: UCIProtocol, seed: int) -> tuple[float, dict[str, Any], float]:
+    """The noise sd (standardised) that the fitted baselines take, the GP fit's report and its
+    seconds: an RBF GP fitted by marginal likelihood to the split's training rows as
+    :func:`bnnkit.api.methods.fitted_gp` fits it for a user's call (seeded by ``seed``)."""
+    from ...functional import GPPrior
+
+    t0 = time.perf_counter()
+    gp = GPPrior("rbf", input_dim=data.x_train.shape[1])
+    fitted = gp.fit(
+        data.x_train,
+        data.y_train,
+        num_steps=cfg.gp_fit_steps,
+        max_points=cfg.gp_fit_max_points,
+        generator=torch.Generator().manual_seed(seed),
+        progress=False,
+    )
+    noise = max(math.sqrt(fitted["noise_variance"]), NOISE_FLOOR)
+    return noise, fitted, time.perf_counter() - t0
+
+
+def run_cell(method: str, data: Any, cfg: UCIProtocol, noise: float | None, seed: int, progress: bool):
+    """The cell's scores, seconds and (sampler) convergence record: ``bnnkit.fit(net, (x, y),
+    method=method, seed=seed, standardize=False, noise=noise)`` on the split's standardised rows,
+    the network built in a generator forked from ``seed``.  A chain that diverges gives NaN scores."""
+    t0 = time.perf_counter()
+    with global_rng_seeded(seed):  # the caller's random state is left alone
+        net = mlp(data.x_train.shape[1], cfg.hidden)
+    kw = cfg.fit_options(method) | ({} if noise is None else {"noise": noise})
+    try:
+        with warnings.catch_warnings():  # the cell records the diagnostics the warnings repeat
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            f = fit(net, (data.x_train, data.y_train), method=method, seed=seed, progress=progress,
+                    standardize=False, **kw)  # fmt: skip
+    except DivergenceError as err:
+        nan = float("nan")
+        scores = dict.fromkeys(("rmse_std", "nll_std", "rmse", "nll", "coverage_95"), nan)
+        return {**scores, "seconds": time.perf_counter() - t0, "diverged": str(err)}
+    seconds = time.perf_counter() - t0
+    pred = predictive(f.posterior, f.laplace if f.laplace is not None else f.draws, data.x_test)
+    out = {**test_scores(pred, data), "coverage_95": interval_coverage(pred, data.y_test), "seconds": seconds}
+    if METHODS[method][1]:
+        conv = {**f.diagnostics, **(f.draws.config.get("convergence") or {})}
+        out.update({k: conv.get(k) for k in CONVERGENCE})
+    return out
+
+
+def predictive(post: Any, draws: Any, inputs: torch.Tensor) -> Any:
+    """The predictive at ``inputs``: :func:`bnnkit.predict.predict` of the draws, or a
+    :class:`~bnnkit.Laplace`'s linearised (GLM) predictive."""
+    if isinstance(draws, Laplace):
+        return draws.predict(inputs)
+    return predict(post, draws, inputs)
+
+
+def test_scores(pred: Any, data: Any) -> dict[str, float]:
+    """Test RMSE and NLL at ``data.x_test``, standardised and in original units."""
+    lp = pred.log_prob(data.y_test)
+    return {
+        "rmse_std": rmse(pred.mean, data.y_test),
+        "nll_std": float(-lp.mean()),
+        "rmse": rmse(data.unnormalise_y(pred.mean), data.unnormalise_y(data.y_test)),
+        "nll": float(-data.unnormalise_log_density(lp).mean()),
+    }
+
+
+def interval_coverage(pred: Any, y: torch.Tensor, level: float = 0.95) -> float | None:
+    """The share of targets ``y`` inside the central ``level`` interval of ``pred`` (a Gaussian with
+    its mean and total variance); None where the predictive offers no interval, nan where its
+    bounds are not finite (a diverged chain).  The same in standardised and original units."""
+    if not callable(getattr(pred, "interval", None)):
+        return None
+    lo, hi = pred.interval(level)
+    if not (bool(torch.isfinite(lo).all()) and bool(torch.isfinite(hi).all())):
+        return float("nan")
+    y = y.to(lo.dtype)
+    return float(((y >= lo) & (y <= hi)).to(torch.float64).mean())
