@@ -84,51 +84,23 @@ def run_extrapolation(
     jitter: float = 1e-3,
 ) -> dict[str, Any]:
     """Run both methods, write the PNG and JSON into ``out`` and return the JSON content."""
-    from ..functional import GPPrior, MeasurementPoints
-    from ..functional.algorithms import FSGHMC
-    from ..functional.posterior import FunctionalPosterior
-
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     x, y = make_data(seed)
-    n = x.shape[0]
     warmup, keep, thin, chains = (300, 20, 20, 2) if quick else (2000, 80, 100, 2)
 
     t0 = time.perf_counter()
-    # Relative jitter 1e-3: K's smallest eigenvalue sets the stiffest prior curvature (~1/delta),
-    # which bounds the stable step size (docs/fsgmcmc_design.md, 7.1); 1e-6 diverges at eps = 2e-3.
-    gp = GPPrior("rbf", input_dim=1, jitter=jitter)
-    fitted = gp.fit(x, y, num_steps=200 if quick else 1000, lr=0.05, progress=progress)
-    noise = math.sqrt(fitted["noise_variance"])
-    noise = max(noise, 0.02)  # guard: a near-interpolating GP fit would make the likelihood too stiff
+    gp, fitted, noise = _fit_prior(x, y, jitter, 200 if quick else 1000, progress)
     fit_seconds = time.perf_counter() - t0
 
-    stream = Minibatches(x, y, batch_size=n)
+    stream = Minibatches(x, y, batch_size=x.shape[0])
     grid = torch.linspace(*PLOT_RANGE, 400)[:, None]
-    measurement = MeasurementPoints(num_from_data=40, num_uniform=40, low=PLOT_RANGE[0], high=PLOT_RANGE[1])
-    # The networks' initial weights: the global RNG seeded with ``seed``, in a fork (the caller's
-    # random state is left alone).
-    with global_rng_seeded(seed):
-        nets = [mlp(1, 100) for _ in range(3)]
-    posteriors = {
-        "fsghmc": FunctionalPosterior(nets[0], Gaussian(noise), gp, measurement, x),
-        "sghmc": Posterior(nets[1], Gaussian(noise), GaussianPrior(1.0), num_data=n),
-        # Neal's 1/sqrt(fan-in) scaling for the 100-unit layers: a tamer prior over functions.
-        "sghmc_scaled": Posterior(
-            nets[2], Gaussian(noise), GaussianPrior(1.0, scales={"2.": 0.1, "4.": 0.1}), num_data=n
-        ),
-    }
-    algorithms = {
-        "fsghmc": FSGHMC(step_size, friction=friction),
-        "sghmc": SGHMC(step_size, friction=friction),
-        "sghmc_scaled": SGHMC(step_size, friction=friction),
-    }
     results: dict[str, Any] = {}
     preds = {}
-    for name, post in posteriors.items():
+    for name, (post, algorithm) in _models(x, gp, noise, seed, step_size, friction).items():
         t0 = time.perf_counter()
         s = sample_or_diverged(
-            algorithms[name],
+            algorithm,
             post,
             stream,
             num_samples=keep,
@@ -156,7 +128,7 @@ def run_extrapolation(
             "truth": "sin(3x) + 0.3x",
             "noise_std": NOISE,
             "train_intervals": INTERVALS,
-            "n_train": n,
+            "n_train": x.shape[0],
             "out_of_range": f"|x| > {OUT_OF_RANGE}",
             "network": "1-100-100-1 tanh",
             "burn_in": warmup,
@@ -177,6 +149,52 @@ def run_extrapolation(
     (out / "extrapolation.json").write_text(json.dumps(report, indent=2, default=float))
     _plot(out / "extrapolation.png", x, y, grid, preds, results)
     return report
+
+
+def _fit_prior(x: torch.Tensor, y: torch.Tensor, jitter: float, num_steps: int, progress: bool):
+    """The RBF GP prior fitted to the data, its fit, and the likelihood's noise: the fitted one,
+    at least 0.02."""
+    from ..functional import GPPrior
+
+    # Relative jitter 1e-3: K's smallest eigenvalue sets the stiffest prior curvature (~1/delta),
+    # which bounds the stable step size (docs/fsgmcmc_design.md, 7.1); 1e-6 diverges at eps = 2e-3.
+    gp = GPPrior("rbf", input_dim=1, jitter=jitter)
+    fitted = gp.fit(x, y, num_steps=num_steps, lr=0.05, progress=progress)
+    noise = math.sqrt(fitted["noise_variance"])
+    noise = max(noise, 0.02)  # guard: a near-interpolating GP fit would make the likelihood too stiff
+    return gp, fitted, noise
+
+
+def _models(
+    x: torch.Tensor, gp: Any, noise: float, seed: int, step_size: float, friction: float
+) -> dict[str, tuple]:
+    """Each method's posterior and algorithm."""
+    from ..functional import MeasurementPoints
+    from ..functional.algorithms import FSGHMC
+    from ..functional.posterior import FunctionalPosterior
+
+    n = x.shape[0]
+    measurement = MeasurementPoints(num_from_data=40, num_uniform=40, low=PLOT_RANGE[0], high=PLOT_RANGE[1])
+    # The networks' initial weights: the global RNG seeded with ``seed``, in a fork (the caller's
+    # random state is left alone).
+    with global_rng_seeded(seed):
+        nets = [mlp(1, 100) for _ in range(3)]
+    # Neal's 1/sqrt(fan-in) scaling for the 100-unit layers: a tamer prior over functions.
+    scaled = GaussianPrior(1.0, scales={"2.": 0.1, "4.": 0.1})
+    return {
+        "fsghmc": (
+            FunctionalPosterior(nets[0], Gaussian(noise), gp, measurement, x),
+            FSGHMC(step_size, friction=friction),
+        ),
+        "sghmc": (
+            Posterior(nets[1], Gaussian(noise), GaussianPrior(1.0), num_data=n),
+            SGHMC(step_size, friction=friction),
+        ),
+        "sghmc_scaled": (
+            Posterior(nets[2], Gaussian(noise), scaled, num_data=n),
+            SGHMC(step_size, friction=friction),
+        ),
+    }
 
 
 def _plot(path: Path, x, y, grid, preds, results) -> None:

@@ -1,59 +1,23 @@
 """Image classification with OOD detection (functional SG-MCMC paper 5.3; docs/fsgmcmc_design.md 9.3).
 
-Networks (``model=``): ``"cnn"``, the CPU default (bnnkit's, not the paper's): a small CNN (conv
-5x5x16, pool, conv 5x5x32, pool, linear 512 -> 10); ``"resnet18"``, the paper's network for GPU
-runs (:func:`~bnnkit.bench.models.resnet18`: the CIFAR-style ResNet-18 with GroupNorm in place of
-BatchNorm; ``width=`` scales its channels, 64 being the standard 11.2M-parameter network).  Methods:
+:func:`run_image` trains each method on MNIST (or Fashion-MNIST) with a network of ``model=``
+(``"cnn"``, a small CPU CNN, bnnkit's; ``"resnet18"``, the paper's network for GPU runs) and
+reports, on the test split, the error, NLL, ECE (15 bins) and the OOD AUROC of the predictive
+entropy against the other data set's test images; reliability diagrams as PNG, tables as
+markdown, CSV and JSON.
 
-- ``sghmc``: the new default (protocol 4 of the SG-MCMC issue; ``"sghmc_recipe": "adaptive"``):
-  scale-adapted SGHMC with ``asghmc``'s settings below, so ``sghmc`` and ``asghmc`` rows agree;
-  ``"sghmc_recipe": "plain"`` gives the old cell (SGHMC at the fixed ``step_size``);
-- ``sgld``: N(0, 1) weight prior, minibatch 125 (the paper's batch size);
-- ``fsghmc`` / ``fsgld``: RBF GP prior on the 10 logits (one GP per logit, one shared kernel on
-  flattened pixels), 40 random training images as measurement points per step (the paper's
-  setting).  ``"gp_fit": "classification"`` (the default) fits the kernel's outputscale and
-  lengthscale by the Laplace approximation to the softmax GP classification evidence on
-  ``gp_class_rows`` of ``gp_rows`` random training images
-  (:func:`~bnnkit.functional.fit_classification_gp`; MNIST: outputscale 181, lengthscale 17.2);
-  ``"regression"`` gives the old prior, exact GP regression on 1000 images' centred one-hot targets
-  (outputscale 0.06, which pulls every logit towards 0: under-confident by construction).
-  ``"fsg_recipe": "plain"`` (the default) runs FSGHMC / FSGLD at the fixed ``step_size``;
-  ``"adaptive"`` runs fsghmc as scale-adapted SGHMC with ``asghmc``'s settings (fsgld is unchanged);
-  ``"fsg_weight_scale": s`` adds the weight term ``N(0, s^2)`` of ``FunctionalPosterior``
-  (default None: the functional prior alone, as in the paper);
-- ``asghmc``: scale-adapted SGHMC (:class:`~bnnkit.AdaptiveSGHMC`), N(0, 1) weight prior,
-  minibatch 125, its own budget ``asghmc`` (burn-in, draws, thinning; one chain: a CNN's
-  vectorised chains cost as many network passes as sequential ones);
-- ``bbb``: Bayes by Backprop with local reparameterisation;
-- ``fbnn``: functional VI (Sun et al. 2019) with the same fitted GP prior, measured on
-  ``fbnn["measurement"]`` random training images per step (not the minibatch: each function draw
-  is a network pass, so the measurement set is kept small), ``fbnn["function_samples"]`` draws,
-  ``fbnn["steps"]`` optimiser steps rounded to whole epochs (it costs ``function_samples`` times as
-  much per step);
-- ``mcdropout``: MC dropout (Gal & Ghahramani 2016): the CNN with ``nn.Dropout(p)`` after each
-  pooling layer (so also before the linear layer; ResNet-18: before its linear layer only), weight
-  decay ``(1 - p) / N`` from the N(0, 1) prior;
-- ``laplace``: the Laplace approximation (:class:`~bnnkit.Laplace`) around a MAP found by Adam in
-  the VI baselines' number of epochs: last-layer KFAC GGN, prior precision by the Laplace evidence,
-  the linearised predictive with the probit approximation;
-- ``ensemble``: deep ensemble (Lakshminarayanan et al. 2017) of ``ensemble["members"]`` MAP fits
-  under the N(0, 1) prior from independent initialisations.  Not anchored: randomise-then-optimise
-  needs a Gaussian likelihood with fixed noise, so for a classifier only the plain ensemble exists.
+Methods (:data:`METHODS`): SG-MCMC (``sghmc``, ``sgld``, ``asghmc``), functional SG-MCMC
+(``fsghmc``, ``fsgld``) with an RBF GP prior on the logits fitted to the training images, Bayes by
+Backprop, FBNN, MC dropout, last-layer Laplace and a deep ensemble.  Every method gets the same
+budget (``burn_in`` steps, then ``draws`` draws thinned by ``thin``; the baselines as many epochs),
+and chains start from PyTorch's initialisation.  Each method's settings are keys of
+:data:`DEFAULTS`; what each one runs and why is in ``docs/image_protocol.md``.
 
-Chains start from PyTorch's default initialisation (``init="module"``).  Every method gets ``burn_in`` steps, then ``draws`` draws thinned by ``thin`` (VI: the same number
-of epochs' worth of steps, then ``draws`` draws from q; MC dropout: that many epochs, then ``draws``
-dropout masks; ensemble: that many epochs per member, the members as draws).  Metrics on the test split: error (%),
-NLL, ECE (15 bins), and OOD AUROC with predictive entropy as the score (OOD = positive):
-MNIST -> Fashion-MNIST, or back.  Reliability diagrams as PNG; tables as markdown, CSV, JSON.
-
-Data sets (``dataset=``): ``"mnist"`` (60000 training, 10000 test images; OOD: Fashion-MNIST test
-images) and ``"fmnist"`` (the same for Fashion-MNIST; OOD: MNIST test images).  The offline shared
-data holds only the first 4443 Fashion-MNIST test images (they serve as the OOD set of MNIST), so
-``"fmnist"`` needs ``download=True``.  ``"fmnist-partial"`` is the offline stand-in for the
-reverse direction, with a protocol that differs from the paper's: it trains on the first
-``len - 1000`` Fashion-MNIST test images available (3443 offline, 9000 with the full file) and
-tests on the last 1000, with MNIST test images as the OOD set.  The training set is 17 times
-smaller than the real one, so its errors are not comparable with published Fashion-MNIST numbers.
+Data sets (``dataset=``): ``"mnist"`` (OOD: Fashion-MNIST), ``"fmnist"`` (OOD: MNIST; needs
+``download=True``: the offline data holds only part of Fashion-MNIST) and ``"fmnist-partial"``,
+the offline stand-in for the reverse direction, trained on the Fashion-MNIST test images present
+but the last 1000, tested on those (a smaller protocol: its errors are not comparable with
+published Fashion-MNIST numbers).
 """
 
 from __future__ import annotations
@@ -91,22 +55,16 @@ DEFAULTS = {
     "burn_in": 2400,  # 5 epochs of MNIST at batch 125
     "draws": 10,
     "thin": 100,
-    # sghmc: 3e-4 reaches ~4% error in 450 steps from PyTorch's init (1e-3: 23%).  sgld / fsgld:
-    # 6e-5 (the overdamped correspondence 2 eps_sghmc / C) diverged on full MNIST (88.7% error);
-    # chosen from 2e-5, 6e-6, 2e-6 by the NLL of 5000 held-out training images after 450 steps
-    # on the other 55000 (sgld NLL 0.065 / 0.082 / 0.122; fsgld 0.152 / 0.155 / 0.199).  sgld at
-    # 2e-5 then diverged in the full 3400-step run (88.7% error), so it takes the next, 6e-6.
-    # fsgld at 2e-5 was stable under the regression-fitted prior (outputscale 0.06 holds the logits
-    # near 0) but diverged under the classification-fitted one (88.3% error, full training set):
-    # it takes sgld's 6e-6 by the same rule (1.16% error, ECE 0.007: docs/image_results.md).
+    # sghmc: 3e-4 reaches ~4% error in 450 steps from PyTorch's init; sgld / fsgld: the largest
+    # step, by held-out NLL, that does not diverge on full MNIST (docs/image_protocol.md)
     "step_size": {"sgld": 6e-6, "sghmc": 3e-4, "fsgld": 6e-6, "fsghmc": 3e-4},
     "friction": 10.0,
     # Scale-adapted SGHMC: eps 1e-2 is the algorithm's default (each coordinate moves ~eps^2 per
     # step under the drift, whatever N); a longer run than SGHMC's, still inside the ensemble's
     # CPU time (5 members x 7 epochs).
     "asghmc": {"step_size": 1e-2, "burn_in": 6000, "draws": 40, "thin": 100},
-    # sghmc runs scale-adapted SGHMC (the asghmc settings): plain SGHMC at the fixed step had
-    # 1.99 % error and ECE 0.024 on MNIST against 0.95 % and 0.002 (docs/image_results.md)
+    # sghmc runs scale-adapted SGHMC (the asghmc settings): on MNIST it is more accurate and
+    # better calibrated than plain SGHMC at the fixed step (docs/image_protocol.md)
     "sghmc_recipe": "adaptive",
     "bbb_lr": 1e-3,
     # Not tuned.  Epochs as bbb's unless given; an FBNN step costs function_samples x (batch +
@@ -122,7 +80,7 @@ DEFAULTS = {
     "gp_rows": 1000,
     "gp_steps": 100,
     # the functional methods' GP prior: "classification" (Laplace evidence of the softmax GP on
-    # gp_class_rows of the gp_rows images) or "regression" (the old fit on one-hot targets)
+    # gp_class_rows of the gp_rows images) or "regression" (exact GP regression on one-hot targets)
     "gp_fit": "classification",
     "gp_class_rows": 500,
     "fsg_recipe": "plain",  # fsghmc: "plain" FSGHMC at step_size["fsghmc"], or "adaptive" (asghmc's)
@@ -247,9 +205,7 @@ fit_gp = _fit_gp  # the public name (experiments/ and benchmarks/ use it)
 
 
 def _draws(method, x, y, cfg, seed, progress, gp, model="cnn", width=None):
-    from ..functional import FunctionalPosterior, MeasurementPoints
-    from ..vi import FBNN, BayesByBackprop, DeepEnsemble, MCDropout
-
+    """``method``'s posterior and its draws (a Laplace fit or MC dropout's networks in their stead)."""
     n = x.shape[0]
     # The networks' initial weights come from the global RNG seeded with ``seed`` in a fork, so
     # the caller's random state is left alone (everything else draws from explicit generators).
@@ -268,34 +224,51 @@ def _draws(method, x, y, cfg, seed, progress, gp, model="cnn", width=None):
         init="module",
     )
     if family(method) == "fsg":
-        post = FunctionalPosterior(
-            net,
-            Categorical(),
-            gp,
-            MeasurementPoints(num_from_data=40, num_uniform=0),
-            x,
-            weight_scale=cfg.get("fsg_weight_scale"),
-        )
-        recipe = cfg.get("fsg_recipe", "plain")
-        if recipe not in ("plain", "adaptive"):
-            raise BnnkitError(f"fsg_recipe must be 'plain' or 'adaptive', got {recipe!r}.")
-        if method == "fsghmc" and recipe == "adaptive":
-            from ..sgmcmc import AdaptiveSGHMC
-
-            c = cfg["asghmc"]
-            kw |= {"num_samples": c["draws"], "num_warmup": c["burn_in"], "thin": c["thin"]}
-            return post, sample_or_diverged(AdaptiveSGHMC(c["step_size"]), post, stream, **kw)
-        return post, sample_or_diverged(_sg_algorithm(method, cfg), post, stream, **kw)
+        return _functional_draws(method, net, x, stream, cfg, gp, kw)
     post = Posterior(net, Categorical(), GaussianPrior(1.0), num_data=n)
     adaptive = family(method) == "adaptive" or (method == "sghmc" and cfg.get("sghmc_recipe") == "adaptive")
-    if family(method) == "sg" and not adaptive:
-        return post, sample_or_diverged(_sg_algorithm(method, cfg), post, stream, **kw)
     if adaptive:
-        from ..sgmcmc import AdaptiveSGHMC
+        return post, _adaptive_draws(post, stream, cfg, kw)
+    if family(method) == "sg":
+        return post, sample_or_diverged(_sg_algorithm(method, cfg), post, stream, **kw)
+    return _baseline_draws(method, post, net, dropout_net, x, y, cfg, seed, progress, gp)
 
-        c = cfg["asghmc"]
-        kw |= {"num_samples": c["draws"], "num_warmup": c["burn_in"], "thin": c["thin"]}
-        return post, sample_or_diverged(AdaptiveSGHMC(c["step_size"]), post, stream, **kw)
+
+def _adaptive_draws(post: Any, stream: Minibatches, cfg: dict, kw: dict) -> Any:
+    """Scale-adapted SGHMC with ``cfg["asghmc"]``'s step size and budget."""
+    from ..sgmcmc import AdaptiveSGHMC
+
+    c = cfg["asghmc"]
+    kw = kw | {"num_samples": c["draws"], "num_warmup": c["burn_in"], "thin": c["thin"]}
+    return sample_or_diverged(AdaptiveSGHMC(c["step_size"]), post, stream, **kw)
+
+
+def _functional_draws(method, net, x, stream, cfg, gp, kw):
+    """fSGHMC / fSGLD with the fitted GP prior on the logits, measured at 40 training images."""
+    from ..functional import FunctionalPosterior, MeasurementPoints
+
+    post = FunctionalPosterior(
+        net,
+        Categorical(),
+        gp,
+        MeasurementPoints(num_from_data=40, num_uniform=0),
+        x,
+        weight_scale=cfg.get("fsg_weight_scale"),
+    )
+    recipe = cfg.get("fsg_recipe", "plain")
+    if recipe not in ("plain", "adaptive"):
+        raise BnnkitError(f"fsg_recipe must be 'plain' or 'adaptive', got {recipe!r}.")
+    if method == "fsghmc" and recipe == "adaptive":
+        return post, _adaptive_draws(post, stream, cfg, kw)
+    return post, sample_or_diverged(_sg_algorithm(method, cfg), post, stream, **kw)
+
+
+def _baseline_draws(method, post, net, dropout_net, x, y, cfg, seed, progress, gp):
+    """The baselines (VI, MC dropout, Laplace, ensemble) in the SG-MCMC budget's epochs."""
+    from ..functional import FunctionalPosterior, MeasurementPoints
+    from ..vi import FBNN, BayesByBackprop, DeepEnsemble, MCDropout
+
+    n = x.shape[0]
     steps = cfg["burn_in"] + cfg["draws"] * cfg["thin"]
 
     def epochs_of(num_steps: int) -> int:  # whole epochs closest to num_steps minibatches
@@ -419,35 +392,12 @@ def run_image(
     out = output_folder(out, (ROWS_FILE, "image_rows.previous.jsonl", "image.json"), "bnnkit bench image")
     # what a row's numbers depend on besides its method; JSON round trip as the record file gives it
     settings = json.loads(
-        json.dumps(
-            {
-                "dataset": dataset,
-                "model": model,
-                "width": width,
-                "seed": seed,
-                "quick": quick,
-                "protocol": cfg,
-            }
-        )
+        json.dumps(dict(dataset=dataset, model=model, width=width, seed=seed, quick=quick, protocol=cfg))
     )
     records = out / ROWS_FILE
-    done: dict[str, dict[str, Any]] = {}
-    if resume and records.is_file():
-        kept = read_records(records, log)
-        records.write_text("".join(json.dumps(r) + "\n" for r in kept))  # drop a line cut short
-        done = {r["method"]: r for r in kept if r.get("settings") == settings and r.get("method") in methods}
-        if done:
-            log(f"{records}: reused {', '.join(m for m in methods if m in done)}")
-    else:
-        start_records(records, log)
+    done = _reused_rows(records, resume, settings, methods, log)
     x, y, x_te, y_te, x_ood, ood_name = _load(dataset, root, download, cfg)
-    gp, fitted = (None, None)
-    if any(m in FUNCTIONAL and m not in done for m in methods):
-        t0 = time.perf_counter()
-        gp, fitted = _fit_gp(x, y, cfg, seed)
-        log(f"GP prior fitted in {time.perf_counter() - t0:.0f} s: {fitted}")
-    else:  # every functional row is reused: report the prior they were run with
-        fitted = next((r["gp_prior"] for r in done.values() if r.get("gp_prior")), None)
+    gp, fitted = _gp_prior(methods, done, x, y, cfg, seed, log)
     rows, reliab = [], {}
     for m in methods:
         if m in done:
@@ -457,47 +407,105 @@ def run_image(
         t0 = time.perf_counter()
         post, s = _draws(m, x, y, cfg, seed, progress, gp, model, width)
         seconds = time.perf_counter() - t0
-        pin, pout = predictive(post, s, x_te), predictive(post, s, x_ood)
-        ece, rel = expected_calibration_error(pin.probs, y_te)
-        row = {
-            "method": m,
-            "test_error_pct": 100 * float((pin.probs.argmax(-1) != y_te).double().mean()),
-            "nll": pin.nll(y_te),
-            "ece": ece,
-            "ood_auroc": ood_auroc(predictive_entropy(pin.probs), predictive_entropy(pout.probs)),
-            "seconds": seconds,
-        }
+        row, reliab[m] = _evaluate(m, post, s, x_te, y_te, x_ood, seconds)
         rows.append(row)
-        reliab[m] = rel
-        append_record(
-            records,
-            {
-                **row,
-                "reliability": {k: v.tolist() for k, v in rel.items()},
-                "gp_prior": fitted if m in FUNCTIONAL else None,
-                "settings": settings,
-            },
-        )
+        rel, prior = {k: v.tolist() for k, v in reliab[m].items()}, fitted if m in FUNCTIONAL else None
+        append_record(records, {**row, "reliability": rel, "gp_prior": prior, "settings": settings})
         log(
-            f"{dataset} {m:9s} error {row['test_error_pct']:.2f}% NLL {row['nll']:.3f} ECE {ece:.3f} "
+            f"{dataset} {m:9s} error {row['test_error_pct']:.2f}% NLL {row['nll']:.3f} ECE {row['ece']:.3f} "
             f"AUROC({dataset}->{ood_name}) {row['ood_auroc']:.3f} {seconds:.0f} s"
         )
-    cmd = (
+    reused = [m for m in methods if m in done]
+    report = {
+        "benchmark": "image_ood",
+        "dataset": dataset,
+        "model": model,
+        "width": width,
+        "ood": ood_name,
+        "command": _command_line(dataset, methods, model, width, quick),
+        "seed": seed,
+        "quick": quick,
+        "protocol": cfg,
+        "gp_prior": fitted,
+        "rows": rows,
+        "rows_reused": reused,
+        "sizes": {"train": x.shape[0], "test": x_te.shape[0], "ood": x_ood.shape[0]},
+    }
+    (out / "image.json").write_text(json.dumps(report, indent=2, default=float))
+    (out / "image.md").write_text(_markdown(report, reused))
+    with (out / "image.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    _reliability_plot(out / "reliability.png", reliab, dataset)
+    return report
+
+
+def _command_line(dataset: str, methods: tuple[str, ...], model: str, width: int | None, quick: bool) -> str:
+    return (
         f"bnnkit bench image --dataset {dataset} --methods {','.join(methods)}"
         + ("" if model == "cnn" else f" --model {model}")
         + ("" if width is None else f" --width {width}")
         + (" --quick" if quick else "")
     )
+
+
+def _gp_prior(methods: tuple[str, ...], done: dict, x, y, cfg: dict, seed: int, log: Any) -> tuple[Any, Any]:
+    """The functional methods' fitted GP prior and its fit (only the fit, from the reused rows,
+    when no functional method runs)."""
+    if any(m in FUNCTIONAL and m not in done for m in methods):
+        t0 = time.perf_counter()
+        gp, fitted = _fit_gp(x, y, cfg, seed)
+        log(f"GP prior fitted in {time.perf_counter() - t0:.0f} s: {fitted}")
+        return gp, fitted
+    # every functional row is reused: report the prior they were run with
+    return None, next((r["gp_prior"] for r in done.values() if r.get("gp_prior")), None)
+
+
+def _reused_rows(records: Path, resume: bool, settings: dict, methods: tuple[str, ...], log: Any) -> dict:
+    """The rows in ``records`` that a resumed run reuses (same settings, a requested method), by
+    method; without ``resume`` none, and ``records`` starts afresh."""
+    if not (resume and records.is_file()):
+        start_records(records, log)
+        return {}
+    kept = read_records(records, log)
+    records.write_text("".join(json.dumps(r) + "\n" for r in kept))  # drop a line cut short
+    done = {r["method"]: r for r in kept if r.get("settings") == settings and r.get("method") in methods}
+    if done:
+        log(f"{records}: reused {', '.join(m for m in methods if m in done)}")
+    return done
+
+
+def _evaluate(method, post, draws, x_te, y_te, x_ood, seconds: float) -> tuple[dict[str, Any], dict]:
+    """``method``'s row (test error, NLL, ECE, OOD AUROC by predictive entropy) and its reliability
+    diagram's bins."""
+    pin, pout = predictive(post, draws, x_te), predictive(post, draws, x_ood)
+    ece, rel = expected_calibration_error(pin.probs, y_te)
+    row = {
+        "method": method,
+        "test_error_pct": 100 * float((pin.probs.argmax(-1) != y_te).double().mean()),
+        "nll": pin.nll(y_te),
+        "ece": ece,
+        "ood_auroc": ood_auroc(predictive_entropy(pin.probs), predictive_entropy(pout.probs)),
+        "seconds": seconds,
+    }
+    return row, rel
+
+
+def _markdown(report: dict[str, Any], reused: list[str]) -> str:
+    """``image.md``: the table of the report's rows, with its command and data sizes."""
+    dataset, ood_name, model, width = report["dataset"], report["ood"], report["model"], report["width"]
     net_name = (
         "Small CNN, not the paper's ResNet-18"
         if model == "cnn"
         else ("ResNet-18 (GroupNorm)" + ("" if width in (None, 64) else f", width {width}"))
     )
+    sizes = report["sizes"]
     md = [
-        f"# Image classification and OOD ({'quick mode: a smoke test, not results' if quick else 'CPU protocol'})",
+        f"# Image classification and OOD ({'quick mode: a smoke test, not results' if report['quick'] else 'CPU protocol'})",
         "",
-        f"Command: `{cmd}` (seed {seed}). {net_name}; {x.shape[0]} training and {x_te.shape[0]} test "
-        f"images; OOD set: {ood_name} test images ({x_ood.shape[0]}).",
+        f"Command: `{report['command']}` (seed {report['seed']}). {net_name}; {sizes['train']} training and "
+        f"{sizes['test']} test images; OOD set: {ood_name} test images ({sizes['ood']}).",
         "",
         f"| method | test error (%) | NLL | ECE | OOD AUROC ({dataset} -> {ood_name}) | seconds |",
         "|---|---|---|---|---|---|",
@@ -505,37 +513,15 @@ def run_image(
     md += [
         f"| {r['method']} | {r['test_error_pct']:.2f} | {r['nll']:.3f} | {r['ece']:.3f} | {r['ood_auroc']:.3f} | "
         f"{r['seconds']:.0f} |"
-        for r in rows
+        for r in report["rows"]
     ]
-    if done:
+    if reused:
         md += [
             "",
-            f"Rows of {', '.join(m for m in methods if m in done)} reused from `{ROWS_FILE}` (`--resume`): "
+            f"Rows of {', '.join(reused)} reused from `{ROWS_FILE}` (`--resume`): "
             "the same data set, network, seed and protocol; their seconds are those of the run that made them.",
         ]
-    report = {
-        "benchmark": "image_ood",
-        "dataset": dataset,
-        "model": model,
-        "width": width,
-        "ood": ood_name,
-        "command": cmd,
-        "seed": seed,
-        "quick": quick,
-        "protocol": cfg,
-        "gp_prior": fitted,
-        "rows": rows,
-        "rows_reused": [m for m in methods if m in done],
-        "sizes": {"train": x.shape[0], "test": x_te.shape[0], "ood": x_ood.shape[0]},
-    }
-    (out / "image.json").write_text(json.dumps(report, indent=2, default=float))
-    (out / "image.md").write_text("\n".join(md) + "\n")
-    with (out / "image.csv").open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    _reliability_plot(out / "reliability.png", reliab, dataset)
-    return report
+    return "\n".join(md) + "\n"
 
 
 def _reliability_plot(path: Path, reliab: dict, dataset: str) -> None:

@@ -23,16 +23,8 @@ protocol, as the driver uses it:
 Vectorised chains (``chain_method="vectorized"``) are one unit whose state holds positions
 ``[K, D]``; the kernel is built with ``chains=K`` and a block's kept positions are ``[n, K, D]``.
 
-Where blocks are cut.  A block never crosses the end of warm-up, a warm-up checkpoint (every
-``chunk_size`` steps) or the step that completes a chunk of ``chunk_size`` kept draws (or the
-last draw), whether or not the run streams to disk.  So every checkpoint lies between two blocks,
-and a run resumed from one cuts the rest of the chain into the same blocks as an uninterrupted
-run: the same compiled calls on the same inputs, hence the same draws bit for bit.
-
-Block length: ``fused=T`` allows at most ``T`` steps per call; ``fused=True`` allows
-``min(64, 2**24 // D)`` for ``D`` numbers per position (``K * D`` for ``K`` vectorised chains; a
-block holds its ``[T, D]`` positions and normals: at most 64 MiB each in float32).  Each block is
-as long as allowed or ends at the next cut.
+Blocks are cut so that a resumed run makes the same compiled calls as an uninterrupted one
+(:func:`run_unit_blocks`); their length is :func:`fused_block`'s.
 """
 
 from __future__ import annotations
@@ -44,22 +36,7 @@ import torch
 from torch import Tensor
 
 from .errors import BnnkitError
-from .loop_parts import (
-    MAX_CONSECUTIVE_DIVERGENCES,
-    NOTHING_ACCEPTED,
-    StuckWatch,
-    _adapt_step,
-    _divergence,
-    _finish_unit,
-    _finite,
-    _progress_bar,
-    _save_checkpoint,
-    _Settings,
-    _split_chunk,
-    _start_unit,
-    _stuck_after,
-    _unit_label,
-)
+from .loop_parts import MAX_CONSECUTIVE_DIVERGENCES, NOTHING_ACCEPTED, UnitRun, _adapt_step, _Settings
 from .posterior import Posterior
 
 AUTO_BLOCK = 128  # steps per call with fused=True: amortises the ~300 us per-call cost (docs/scaling.md)
@@ -68,7 +45,13 @@ AUTO_BLOCK_ELEMENTS = 1 << 24  # and at most this many numbers in a block's [T, 
 
 def fused_block(fused: Any, algorithm: Any, compile: bool, dim: int) -> int:
     """The steps per block that ``fused=`` asks for (0: step at a time), after checking that the
-    run can be fused; a :class:`BnnkitError` names what cannot."""
+    run can be fused; a :class:`BnnkitError` names what cannot.
+
+    ``fused=T`` allows at most ``T`` steps per call; ``fused=True`` allows ``min(AUTO_BLOCK,
+    AUTO_BLOCK_ELEMENTS // dim)`` for ``dim`` numbers per position (``K * D`` for ``K`` vectorised
+    chains: a block holds its ``[T, D]`` positions and normals).  Each block is as long as allowed
+    or ends at the next cut (:func:`run_unit_blocks`).
+    """
     if fused is None or fused is False:
         return 0
     if fused is not True and (not isinstance(fused, int) or fused < 1):
@@ -126,135 +109,134 @@ def _plan(kernel, it, block, thin, n_collectable, n_pending, chunk_size, remaini
     return block, keep, n_collectable
 
 
+class _Pending:
+    """The draws kept since the last chunk, as the blocks returned them."""
+
+    def __init__(self) -> None:
+        self.parts: list[tuple[Tensor, dict[str, Tensor]]] = []
+        self.n = 0
+
+    def add(self, positions: Tensor, stats: dict[str, Tensor], n: int) -> None:
+        self.parts.append((positions, stats))
+        self.n += n
+
+    def take(self) -> tuple[Tensor, dict[str, Tensor]] | None:
+        """The pending draws as one chunk (None: none), and none pending after."""
+        if not self.parts:
+            return None
+        parts = self.parts
+        stats = {k: torch.cat([p[1][k] for p in parts]) for k in parts[0][1]}
+        self.parts, self.n = [], 0
+        return torch.cat([p[0] for p in parts]), stats
+
+
 def run_unit_blocks(
     kernel, target, posterior, batches, fresh_batches, unit: list[int], cfg: _Settings, store
 ) -> dict[int, tuple[Tensor, dict[str, Tensor]]]:
     """:func:`bnnkit.core.driver._run_unit`, ``cfg.block`` steps per call: one chain, or
-    (``cfg.vectorized``) the chains of ``unit`` as one stacked state."""
-    num_warmup, num_samples, thin, chunk_size = cfg.num_warmup, cfg.num_samples, cfg.thin, cfg.chunk_size
-    block, home, vectorized = cfg.block, unit[0], cfg.vectorized
-    s = _start_unit(kernel, target, posterior, batches, fresh_batches, unit, cfg, store)
-    gen, state, astate, start, total, stop = s.gen, s.state, s.astate, s.start, s.total, s.stop
-    num_chunks, n_collectable, n_kept = s.num_chunks, s.n_collectable, s.n_kept
+    (``cfg.vectorized``) the chains of ``unit`` as one stacked state.
+
+    Where blocks are cut: a block never crosses the end of warm-up, a warm-up checkpoint (every
+    ``chunk_size`` steps) or the step that completes a chunk of ``chunk_size`` kept draws (or the
+    last draw), whether or not the run streams to disk.  So every checkpoint lies between two
+    blocks, and a run resumed from one cuts the rest of the chain into the same blocks as an
+    uninterrupted run: the same compiled calls on the same inputs, hence the same draws bit for bit.
+    """
     # An adapted sampler (HMC) warms up step at a time (its adaptation reads every transition's
     # statistics in Python), then samples in blocks with the adapted settings frozen.
-    adapt = getattr(kernel, "adaptation", None) if num_warmup > 0 else None
-    stuck = 0  # consecutive transitions in which every chain diverged
-    watch = StuckWatch(unit if vectorized else [home])  # read from the kept draws' statistics
-
-    pending: list[tuple[Tensor, dict[str, Tensor]]] = []  # kept since the last chunk
-    n_pending = 0
-    kept_in_memory: list[tuple[Tensor, dict[str, Tensor]]] = []
-    bar = _progress_bar(total, _unit_label(unit, vectorized), cfg.num_chains, start) if cfg.progress else None
-
-    def chunk() -> tuple[Tensor, dict[str, Tensor]]:
-        stats = {k: torch.cat([p[1][k] for p in pending]) for k in pending[0][1]}
-        return torch.cat([p[0] for p in pending]), stats
-
-    def write(positions_stats: tuple[Tensor, dict[str, Tensor]]) -> None:
-        for c, part in zip(unit, _split_chunk(positions_stats, vectorized, len(unit))):
-            store.write_chunk(c, num_chunks, *part)
-
-    def divergence(x, lp, eps, at, n_ok=0, stuck=0):
-        return _divergence(
-            SimpleNamespace(position=x, step_size=eps),
-            SimpleNamespace(log_density=lp),
-            unit,
-            vectorized,
-            at,
-            num_warmup,
-            n_kept + n_ok,
-            store,
-            kept_in_memory,
-            stuck,
-        )
-
-    try:
-        it = start
-        while n_kept < num_samples and stop is None:
-            if it < num_warmup and adapt is not None:
-                state, info = kernel.step(state, batches.next(gen), gen)
-                if not _finite(state, info):
-                    raise divergence(state.position, info.log_density, state.step_size, it)
-                stuck = _stuck_after(stuck, info)
-                if stuck >= MAX_CONSECUTIVE_DIVERGENCES:
-                    raise divergence(state.position, info.log_density, state.step_size, it, stuck=stuck)
-                astate, state = _adapt_step(adapt, astate, state, info, it, num_warmup)
-                if store is not None and ((it + 1) % chunk_size == 0 or it + 1 == num_warmup):
-                    _save_checkpoint(
-                        store, home, state, astate, gen, batches, it + 1, num_chunks, n_collectable, n_kept
-                    )
-                if bar is not None:
-                    bar.update(1)
+    adapt = getattr(kernel, "adaptation", None) if cfg.num_warmup > 0 else None
+    pending = _Pending()
+    with UnitRun(kernel, target, posterior, batches, fresh_batches, unit, cfg, store) as run:
+        it = run.start
+        while run.running:
+            if it < cfg.num_warmup and adapt is not None:
+                _warmup_step(run, kernel, adapt, it)
                 it += 1
-                continue
-            if it < num_warmup:
-                t, keep, nc = min(block, num_warmup - it, chunk_size - it % chunk_size), [], n_collectable
             else:
-                t, keep, nc = _plan(
-                    kernel, it, block, thin, n_collectable, n_pending, chunk_size, num_samples - n_kept
-                )
-            out = kernel.run_block(state, batches, gen, t, keep)
-            if out.num_finite < t:  # keep the finite draws before the first non-finite step, then stop
-                n_ok = sum(1 for j in keep if j < out.num_finite)
-                if n_ok:
-                    pending.append((out.positions[:n_ok], kernel.kept_stats(out, n_ok)))
-                if pending:
-                    if store is None:
-                        kept_in_memory.append(chunk())
-                    else:
-                        write(chunk())
-                x, lp, eps = out.first_bad
-                raise divergence(x, lp, eps, it + out.num_finite, n_ok)
-            all_div = getattr(out, "all_diverging", None)
-            if all_div is not None:  # a chain whose every transition diverges this long is stuck
-                for j, d in enumerate(all_div.tolist()):
-                    stuck = stuck + 1 if d else 0
-                    if stuck >= MAX_CONSECUTIVE_DIVERGENCES:
-                        raise divergence(
-                            out.state.position, out.state.log_density, state.step_size, it + j, 0, stuck
-                        )
-            state, n_collectable = out.state, nc
-            if keep:
-                kept_stats = kernel.kept_stats(out)
-                pending.append((out.positions, kept_stats))
-                ap = kept_stats.get("accept_prob")
-                if isinstance(ap, Tensor) and ap.numel():
-                    nothing = ~(ap > NOTHING_ACCEPTED)
-                    acc = kept_stats.get("is_accepted")
-                    if isinstance(acc, Tensor) and acc.shape == ap.shape:
-                        nothing = nothing & ~acc.bool()
-                    watch.add(nothing.reshape(ap.shape[0], -1), state.step_size)
-                n_pending += len(keep)
-                n_kept += len(keep)
-            if n_pending == chunk_size or (n_kept == num_samples and pending):
-                positions, stats = chunk()
-                pending, n_pending = [], 0
-                if store is not None:
-                    write((positions, stats))
-                    num_chunks += 1
-                    _save_checkpoint(
-                        store, home, state, astate, gen, batches, it + t, num_chunks, n_collectable, n_kept
-                    )
-                else:
-                    kept_in_memory.append((positions, stats))
-                if cfg.stop_when is not None:
-                    stop = cfg.stop_when.update(positions.transpose(0, 1) if vectorized else positions[None])
-            elif (
-                store is not None and it < num_warmup and ((it + t) % chunk_size == 0 or it + t == num_warmup)
-            ):
-                _save_checkpoint(
-                    store, home, state, astate, gen, batches, it + t, num_chunks, n_collectable, n_kept
-                )
-            if bar is not None:
-                bar.update(max(0, min(it + t, total) - min(it, total)))
-                phase = "warmup" if it < num_warmup else "sampling"
-                bar.set_postfix(
-                    {"phase": phase, "step": f"{float(state.step_size.mean()):.3g}"}, refresh=False
-                )
-            it += t
-    finally:
-        if bar is not None:
-            bar.close()
-    watch.finish(state.step_size)
-    return _finish_unit(state, unit, cfg, store, stop, n_kept, kept_in_memory)
+                it += _block(run, kernel, it, pending)
+    return run.finish()
+
+
+def _warmup_step(run: UnitRun, kernel: Any, adapt: Any, it: int) -> None:
+    """One adapted warm-up step, checkpointed every ``chunk_size`` steps and at the last."""
+    cfg = run.cfg
+    run.state, info = kernel.step(run.state, run.batches.next(run.gen), run.gen)
+    run.check_step(info, it)
+    run.astate, run.state = _adapt_step(adapt, run.astate, run.state, info, it, cfg.num_warmup)
+    if run.store is not None and ((it + 1) % cfg.chunk_size == 0 or it + 1 == cfg.num_warmup):
+        run.checkpoint(it + 1)
+    if run.bar is not None:
+        run.bar.update(1)
+
+
+def _block(run: UnitRun, kernel: Any, it: int, pending: _Pending) -> int:
+    """One block from step ``it`` (cut as the module doc says); returns its length."""
+    cfg = run.cfg
+    if it < cfg.num_warmup:
+        t, keep, nc = (
+            min(cfg.block, cfg.num_warmup - it, cfg.chunk_size - it % cfg.chunk_size),
+            [],
+            run.n_collectable,
+        )
+    else:
+        remaining = cfg.num_samples - run.n_kept
+        t, keep, nc = _plan(
+            kernel, it, cfg.block, cfg.thin, run.n_collectable, pending.n, cfg.chunk_size, remaining
+        )
+    out = kernel.run_block(run.state, run.batches, run.gen, t, keep)
+    _check_block(run, kernel, out, it, t, keep, pending)
+    run.state, run.n_collectable = out.state, nc
+    if keep:
+        kept_stats = kernel.kept_stats(out)
+        pending.add(out.positions, kept_stats, len(keep))
+        ap = kept_stats.get("accept_prob")
+        if isinstance(ap, Tensor) and ap.numel():
+            nothing = ~(ap > NOTHING_ACCEPTED)
+            acc = kept_stats.get("is_accepted")
+            if isinstance(acc, Tensor) and acc.shape == ap.shape:
+                nothing = nothing & ~acc.bool()
+            run.watch.add(nothing.reshape(ap.shape[0], -1), run.state.step_size)
+        run.n_kept += len(keep)
+    if pending.n == cfg.chunk_size or (run.n_kept == cfg.num_samples and pending.parts):
+        run.chunk_done(pending.take(), it + t)
+    elif (
+        run.store is not None
+        and it < cfg.num_warmup
+        and ((it + t) % cfg.chunk_size == 0 or it + t == cfg.num_warmup)
+    ):
+        run.checkpoint(it + t)
+    if run.bar is not None:
+        run.bar.update(max(0, min(it + t, run.total) - min(it, run.total)))
+        phase = "warmup" if it < cfg.num_warmup else "sampling"
+        run.bar.set_postfix(
+            {"phase": phase, "step": f"{float(run.state.step_size.mean()):.3g}"}, refresh=False
+        )
+    return t
+
+
+def _check_block(
+    run: UnitRun, kernel: Any, out: Any, it: int, t: int, keep: list[int], pending: _Pending
+) -> None:
+    """Stop at a block's first non-finite step, keeping the finite draws before it, or where its
+    transitions end ``MAX_CONSECUTIVE_DIVERGENCES`` in a row in which every chain diverged."""
+    if out.num_finite < t:
+        n_ok = sum(1 for j in keep if j < out.num_finite)
+        if n_ok:
+            pending.add(out.positions[:n_ok], kernel.kept_stats(out, n_ok), n_ok)
+        chunk = pending.take()
+        if chunk is not None:
+            run.write(chunk)
+        x, lp, eps = out.first_bad
+        raise run.divergence(_at(x, eps), SimpleNamespace(log_density=lp), it + out.num_finite, n_ok=n_ok)
+    all_div = getattr(out, "all_diverging", None)
+    if all_div is None:
+        return
+    for j, d in enumerate(all_div.tolist()):
+        run.stuck = run.stuck + 1 if d else 0
+        if run.stuck >= MAX_CONSECUTIVE_DIVERGENCES:
+            info = SimpleNamespace(log_density=out.state.log_density)
+            raise run.divergence(_at(out.state.position, run.state.step_size), info, it + j, run.stuck)
+
+
+def _at(position: Tensor, step_size: Any) -> SimpleNamespace:
+    return SimpleNamespace(position=position, step_size=step_size)

@@ -17,38 +17,29 @@ import sys
 import time
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
 
 from .errors import BnnkitError, DivergenceError, check_int_at_least
 from .loop_parts import (
-    MAX_CONSECUTIVE_DIVERGENCES,
     FullBatch,
     InitSpec,
-    StuckWatch,
+    UnitRun,
     _adapt_step,
-    _divergence,
-    _finish_unit,
-    _finite,
     _initial_position,
-    _progress_bar,
-    _save_checkpoint,
     _say,
     _Settings,
-    _split_chunk,
     _stack_chunk,
-    _start_unit,
-    _stuck_after,
-    _unit_label,
 )
 from .posterior import Posterior
 from .random import make_generator
 from .samples import Samples
 from .storage import RunStore, StoredSamples
 from .target import Target, as_target
-from .types import Algorithm, Batch, LogDensityFn
+from .types import Algorithm, Batch, Capabilities, LogDensityFn
 from .weights import warn_if_degenerate
 
 FINGERPRINT_SEED = 0x5EEDF1A6  # the fixed direction (and stream generator) of the run fingerprint
@@ -97,6 +88,7 @@ def _coerce_data(data: Any, posterior: Any) -> Any:
     return data
 
 
+# Over 80 lines for its public signature and its 19 documented arguments; the work is in _plan and below.
 def sample(
     algorithm: Algorithm,
     posterior: Posterior | LogDensityFn,
@@ -176,7 +168,7 @@ def sample(
             full-batch HMC in compiled blocks of steps, Python once per block instead of once per
             step (:mod:`bnnkit.core.blocks`; HMC and adaptive SGHMC warm up step at a time, then
             sample in blocks), or NUTS with one compiled call per trajectory doubling:
-            ``True`` picks the block length (at most 64 steps), a number caps it.  Same draws as
+            ``True`` picks the block length (at most 128 steps), a number caps it.  Same draws as
             step at a time to float rounding; a resumed run must use the same setting.
             ``docs/scaling.md`` lists what is not fused.
 
@@ -184,63 +176,39 @@ def sample(
     tensors), keyed by chain, or by the first chain of a vectorised group; for a variational
     algorithm (``Kernel.fit_steps > 0``: fit, then draw) that is the fitted variational parameters.
     """
-    check_int_at_least("num_samples", num_samples, 1)
-    check_int_at_least("num_warmup", num_warmup, 0)
-    check_int_at_least("thin", thin, 1)
-    check_int_at_least("num_chains", num_chains, 1)
-    check_int_at_least("chunk_size", chunk_size, 1)
-    if on_divergence not in ("raise", "warn"):
-        raise BnnkitError(f"on_divergence must be 'raise' or 'warn', got {on_divergence!r}.")
-
+    plan = _plan(
+        algorithm,
+        num_samples=num_samples,
+        num_warmup=num_warmup,
+        thin=thin,
+        num_chains=num_chains,
+        seed=seed,
+        output=output,
+        chunk_size=chunk_size,
+        progress=progress,
+        chain_method=chain_method,
+        chains=chains,
+        on_divergence=on_divergence,
+        stop_when=stop_when,
+    )
     if init is None:  # e.g. variational inference starts its mean at the module's own weights
-        init = getattr(algorithm, "default_init", None)
+        init = plan.capabilities.default_init
     data = _coerce_data(data, posterior)
     target, model_config, init = _build_target(posterior, data, init, validate)
-    chain_ids = _chain_ids(chains, num_chains)
     block = 0
     if fused is not False and fused is not None:
-        from .blocks import build_block_kernel, fused_block
+        from .blocks import fused_block
 
-        width = len(chain_ids) if chain_method == "vectorized" else 1  # positions [K, D]
+        width = len(plan.chains.ids) if plan.chains.vectorized else 1  # positions [K, D]
         block = fused_block(fused, algorithm, compile, target.view.size * width)
     flat_target = target  # one chain's (the fused block vectorises the chains itself)
-    target, batches, units = _plan_units(algorithm, target, data, chain_ids, chain_method, compile)
-    if stop_when is not None and len(units) > 1:
-        raise BnnkitError(
-            "stop_when compares chains as they run, so they must run together: pass "
-            "chain_method='vectorized' (or num_chains=1)."
-        )
-    if block:
-        chains_k = len(chain_ids) if chain_method == "vectorized" else None
-        kernel = build_block_kernel(
-            algorithm, posterior, flat_target, block, chains_k, not isinstance(batches, FullBatch)
-        )
-    elif getattr(algorithm, "needs_model", False):  # VI: the network's forward, likelihood, prior
-        kernel = algorithm.build(target, model=posterior)
-    else:
-        kernel = algorithm.build(target)
+    target, batches, units = _plan_units(target, data, plan.chains, compile)
+    kernel = _build_kernel(algorithm, plan, posterior, flat_target, target, block, batches)
     # Every chain starts the stream afresh (its own shuffles come from its own generator), so a
     # chain's draws do not depend on which chains, or earlier runs, used the stream before it.
     initial = getattr(batches, "initial_state", None)
     fresh_batches = initial() if initial is not None else batches.state_dict()
-    config = {
-        "algorithm": {"name": algorithm.name, **algorithm.config()},
-        "model": model_config,
-        "num_samples": num_samples,
-        "num_warmup": num_warmup,
-        "thin": thin,
-        "num_chains": num_chains,
-        "seed": seed,
-        "init": init if isinstance(init, str) else type(init).__name__,
-        "chunk_size": chunk_size,
-        "compile": bool(compile),
-    }
-    if chain_method != "sequential":
-        config["chain_method"] = chain_method
-    if block:  # fused draws agree with step-at-a-time ones to float rounding: a resume must match
-        config["fused"] = {"block": "auto" if fused is True else block, "loop": getattr(kernel, "loop", None)}
-    if stop_when is not None:
-        config["stop_when"] = stop_when.config()
+    config = _run_config(algorithm, model_config, plan, init, compile, fused, block, kernel)
     store = None
     if output is not None:
         # the fingerprint and the run's start draw each chain's initial position: an init function
@@ -248,39 +216,198 @@ def sample(
         init = _once_per_chain(init)
         fingerprint = run_fingerprint(flat_target, posterior, init, data, seed, num_chains)
         store = RunStore(output, config, fingerprint)
-
-    settings = _Settings(
-        vectorized=chain_method == "vectorized",
-        init=init,
-        seed=seed,
-        num_warmup=num_warmup,
-        num_samples=num_samples,
-        thin=thin,
-        progress=progress,
-        chunk_size=chunk_size,
-        num_chains=num_chains,
-        sampling_fraction=float(getattr(algorithm, "sampling_fraction", 1.0)),
-        validate=validate,
-        stop_when=stop_when,
-        block=block,
-    )
+    settings = _settings(plan, init, validate, block)
     try:
         results, diverged, dropped = _run_units(
-            kernel,
-            target,
-            posterior,
-            batches,
-            fresh_batches,
-            units,
-            settings,
-            store,
-            chain_ids,
-            on_divergence,
+            kernel, target, posterior, batches, fresh_batches, units, settings, store, plan
         )
     except KeyboardInterrupt:
         _say_interrupted(store, chunk_size)
         raise
-    kept = [c for c in chain_ids if c not in diverged and c not in dropped]
+    return _samples(results, diverged, dropped, plan, config, settings, store, units, target.view)
+
+
+# ----------------------------------------------------------------------------- the run's plan
+class ChainPlan(NamedTuple):
+    """Which chains run, and how: ``ids`` of the run's ``num_chains`` (``subset``: only these were
+    asked for, each with the seed it has in the whole run), one after another or ``vectorized``
+    as one computation; chain ``c`` draws from a generator seeded from ``(seed, c)``."""
+
+    ids: list[int]
+    num_chains: int
+    vectorized: bool
+    subset: bool
+    seed: int
+
+
+class OutputPlan(NamedTuple):
+    """Where the kept draws go: memory (``directory`` None) or a run directory, in files of
+    ``chunk_size`` draws per chain with a checkpoint after each; ``progress``: a bar per unit."""
+
+    directory: str | None
+    chunk_size: int
+    progress: bool
+
+
+class DivergencePlan(NamedTuple):
+    """What a diverged chain does: ``warn`` (the run returns the other chains) or raise."""
+
+    warn: bool
+
+
+class StopPlan(NamedTuple):
+    """How long a unit runs: ``num_warmup`` steps, then until ``num_samples`` draws (every
+    ``thin``-th state) are kept per chain, or until ``rule`` (``stop_when``) says stop."""
+
+    num_warmup: int
+    num_samples: int
+    thin: int
+    rule: Any
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """The options of a :func:`sample` call, checked and grouped, and what the algorithm can do."""
+
+    capabilities: Capabilities
+    chains: ChainPlan
+    output: OutputPlan
+    divergence: DivergencePlan
+    stopping: StopPlan
+
+
+def _plan(
+    algorithm: Algorithm,
+    *,
+    num_samples: int,
+    num_warmup: int,
+    thin: int,
+    num_chains: int,
+    seed: int,
+    output: str | None,
+    chunk_size: int,
+    progress: bool,
+    chain_method: str,
+    chains: Sequence[int] | None,
+    on_divergence: str,
+    stop_when: Any,
+) -> RunPlan:
+    """Check the options that need no data or model and group them; a :class:`BnnkitError` names
+    the first that is wrong."""
+    check_int_at_least("num_samples", num_samples, 1)
+    check_int_at_least("num_warmup", num_warmup, 0)
+    check_int_at_least("thin", thin, 1)
+    check_int_at_least("num_chains", num_chains, 1)
+    check_int_at_least("chunk_size", chunk_size, 1)
+    if on_divergence not in ("raise", "warn"):
+        raise BnnkitError(f"on_divergence must be 'raise' or 'warn', got {on_divergence!r}.")
+    capabilities = Capabilities.of(algorithm)
+    chain_ids = _chain_ids(chains, num_chains)
+    if chain_method not in ("sequential", "vectorized"):
+        raise BnnkitError(f"chain_method must be 'sequential' or 'vectorized', got {chain_method!r}.")
+    vectorized = chain_method == "vectorized"
+    if vectorized and not capabilities.vectorizable:
+        why = capabilities.not_vectorizable_because or (
+            "its transitions take a different amount of work per chain or are not written for "
+            "stacked positions"
+        )
+        raise BnnkitError(
+            f"{type(algorithm).__name__} cannot run its chains vectorised: {why}. Use "
+            "chain_method='sequential'."
+        )
+    if stop_when is not None and not vectorized and len(chain_ids) > 1:
+        raise BnnkitError(
+            "stop_when compares chains as they run, so they must run together: pass "
+            "chain_method='vectorized' (or num_chains=1)."
+        )
+    return RunPlan(
+        capabilities,
+        ChainPlan(chain_ids, num_chains, vectorized, chains is not None, seed),
+        OutputPlan(output, chunk_size, progress),
+        DivergencePlan(on_divergence == "warn"),
+        StopPlan(num_warmup, num_samples, thin, stop_when),
+    )
+
+
+def _build_kernel(
+    algorithm: Algorithm,
+    plan: RunPlan,
+    posterior: Any,
+    flat_target: Target,
+    target: Target,
+    block: int,
+    batches: Any,
+) -> Any:
+    """The algorithm built against the target: its fused block kernel (``block`` steps per call),
+    or its step kernel, given the model too when it needs it (VI: forward, likelihood, prior)."""
+    if block:
+        from .blocks import build_block_kernel
+
+        chains_k = len(plan.chains.ids) if plan.chains.vectorized else None
+        return build_block_kernel(
+            algorithm, posterior, flat_target, block, chains_k, not isinstance(batches, FullBatch)
+        )
+    if plan.capabilities.needs_model:
+        return algorithm.build(target, model=posterior)
+    return algorithm.build(target)
+
+
+def _run_config(
+    algorithm: Algorithm,
+    model_config: dict,
+    plan: RunPlan,
+    init: InitSpec,
+    compile: bool,
+    fused: Any,
+    block: int,
+    kernel: Any,
+) -> dict[str, Any]:
+    """What the run directory records, and a resume must match."""
+    stopping = plan.stopping
+    config = {
+        "algorithm": {"name": algorithm.name, **algorithm.config()},
+        "model": model_config,
+        "num_samples": stopping.num_samples,
+        "num_warmup": stopping.num_warmup,
+        "thin": stopping.thin,
+        "num_chains": plan.chains.num_chains,
+        "seed": plan.chains.seed,
+        "init": init if isinstance(init, str) else type(init).__name__,
+        "chunk_size": plan.output.chunk_size,
+        "compile": bool(compile),
+    }
+    if plan.chains.vectorized:
+        config["chain_method"] = "vectorized"
+    if block:  # fused draws agree with step-at-a-time ones to float rounding: a resume must match
+        config["fused"] = {"block": "auto" if fused is True else block, "loop": getattr(kernel, "loop", None)}
+    if stopping.rule is not None:
+        config["stop_when"] = stopping.rule.config()
+    return config
+
+
+def _settings(plan: RunPlan, init: InitSpec, validate: bool, block: int) -> _Settings:
+    """The settings every unit runs with."""
+    return _Settings(
+        vectorized=plan.chains.vectorized,
+        init=init,
+        seed=plan.chains.seed,
+        num_warmup=plan.stopping.num_warmup,
+        num_samples=plan.stopping.num_samples,
+        thin=plan.stopping.thin,
+        progress=plan.output.progress,
+        chunk_size=plan.output.chunk_size,
+        num_chains=plan.chains.num_chains,
+        sampling_fraction=float(plan.capabilities.sampling_fraction),
+        validate=validate,
+        stop_when=plan.stopping.rule,
+        block=block,
+    )
+
+
+def _samples(results, diverged, dropped, plan: RunPlan, config, settings, store, units, view) -> Samples:
+    """The draws of the chains that did not diverge (on disk with ``output``, else from memory),
+    the run's configuration with what happened to the others, and each unit's final state."""
+    kept = [c for c in plan.chains.ids if c not in diverged and c not in dropped]
     if not kept:
         raise DivergenceError(
             f"no chain is left: {sorted(diverged)} diverged"
@@ -289,21 +416,21 @@ def sample(
             chains=diverged,
             step=-1,
         )
-    if chains is not None:
-        config = {**config, "chains": list(chain_ids)}
+    if plan.chains.subset:
+        config = {**config, "chains": list(plan.chains.ids)}
     if diverged:
         config = {**config, "diverged_chains": sorted(diverged)}
     if dropped:
         config = {**config, "dropped_chains": sorted(dropped)}
-    if stop_when is not None:
+    if plan.stopping.rule is not None:
         config = {**config, "stopped": settings.report.get("stopped") or _read_stop(store, units[0][0])}
     if store is not None:  # draws stay on disk: memory does not grow with the number of draws
-        samples: Samples = StoredSamples(output, kept, target.view, config)
+        samples: Samples = StoredSamples(plan.output.directory, kept, view, config)
     else:
         positions = torch.stack([results[c][0] for c in kept])
         first = results[kept[0]][1]
         stats = {k: torch.stack([results[c][1][k] for c in kept]) for k in first}
-        samples = Samples(positions, stats, target.view, config)
+        samples = Samples(positions, stats, view, config)
     if samples.log_weights is not None:
         warn_if_degenerate(samples.log_weights)
     # The last state of every unit (keyed by its first chain): a VI run's fitted parameters.
@@ -522,28 +649,27 @@ def _build_target(posterior: Any, data: Any, init: InitSpec, validate: bool) -> 
 
 
 def _plan_units(
-    algorithm: Algorithm, target: Target, data: Any, chain_ids: list[int], chain_method: str, compile: bool
+    target: Target, data: Any, chains: ChainPlan, compile: bool
 ) -> tuple[Target, Any, list[list[int]]]:
     """The target and batch stream as the chains will use them, and the chains' grouping into units
     (one chain each, or all chains as one vectorised computation)."""
     batches = _batch_source(data)
-    if chain_method == "vectorized":
-        _check_vectorizable(algorithm, batches)
-        if not isinstance(batches, FullBatch):
-            batches = batches.per_chain(len(chain_ids))
-        target = target.vectorized(chain_batched=not isinstance(batches, FullBatch), compile=compile)
-        units = [chain_ids]
-    elif chain_method == "sequential":
-        if compile:
-            target = target.compiled()
-        units = [[c] for c in chain_ids]
-    else:
-        raise BnnkitError(f"chain_method must be 'sequential' or 'vectorized', got {chain_method!r}.")
-    return target, batches, units
+    if not chains.vectorized:
+        return (target.compiled() if compile else target), batches, [[c] for c in chains.ids]
+    if not (isinstance(batches, FullBatch) or hasattr(batches, "per_chain")):
+        raise BnnkitError(
+            f"vectorised chains need each chain's minibatches from one tensor stream "
+            f"(bnnkit.Minibatches); got {type(batches).__name__}. Use chain_method='sequential' for a "
+            "DataLoader stream."
+        )
+    if not isinstance(batches, FullBatch):
+        batches = batches.per_chain(len(chains.ids))
+    target = target.vectorized(chain_batched=not isinstance(batches, FullBatch), compile=compile)
+    return target, batches, [chains.ids]
 
 
 def _run_units(
-    kernel, target, posterior, batches, fresh_batches, units, settings, store, chain_ids, on_divergence
+    kernel, target, posterior, batches, fresh_batches, units, settings, store, plan: RunPlan
 ) -> tuple[dict[int, tuple[Tensor, dict[str, Tensor]]], list[int], list[int]]:
     """Run (or resume) every unit; return the in-memory draws, the chains that diverged, and the
     healthy chains of a vectorised group that stopped with a diverged one."""
@@ -574,7 +700,7 @@ def _run_units(
                 if store is not None:  # the record says why the chain's draws end where they do
                     for c in err.chains:
                         store.mark_diverged(c, {"step": err.step, "message": str(err)})
-                if on_divergence == "raise":
+                if not plan.divergence.warn:
                     raise
                 warnings.warn(str(err), stacklevel=3)
                 diverged += err.chains
@@ -583,10 +709,10 @@ def _run_units(
                 if store is not None:
                     store.unlock()
     except DivergenceError as err:
-        err.partial = {c: v for c, v in err.partial.items() if c in chain_ids}
+        err.partial = {c: v for c, v in err.partial.items() if c in plan.chains.ids}
         raise
     if finished:
-        which = "every chain" if len(finished) == len(chain_ids) else f"chain(s) {finished}"
+        which = "every chain" if len(finished) == len(plan.chains.ids) else f"chain(s) {finished}"
         _say(
             f"bnnkit: {which} of {store.root} had already finished; their stored draws are used as they are."
         )
@@ -604,25 +730,6 @@ def _chain_ids(chains: Sequence[int] | None, num_chains: int) -> list[int]:
     return ids
 
 
-def _check_vectorizable(algorithm: Algorithm, batches: Any) -> None:
-    ok = getattr(algorithm, "vectorizable", False)
-    if not ok:
-        why = getattr(algorithm, "not_vectorizable_because", None) or (
-            "its transitions take a different amount of work per chain or are not written for "
-            "stacked positions"
-        )
-        raise BnnkitError(
-            f"{type(algorithm).__name__} cannot run its chains vectorised: {why}. Use "
-            "chain_method='sequential'."
-        )
-    if not (isinstance(batches, FullBatch) or hasattr(batches, "per_chain")):
-        raise BnnkitError(
-            f"vectorised chains need each chain's minibatches from one tensor stream "
-            f"(bnnkit.Minibatches); got {type(batches).__name__}. Use chain_method='sequential' for a "
-            "DataLoader stream."
-        )
-
-
 def _read_stop(store, home: int) -> dict | None:
     if store is None:
         return None
@@ -634,106 +741,77 @@ def _run_unit(
     kernel, target, posterior, batches, fresh_batches, unit: list[int], cfg: _Settings, store
 ) -> dict[int, tuple[Tensor, dict[str, Tensor]]]:
     """Run one chain, or (``cfg.vectorized``) the chains of ``unit`` as one stacked state."""
-    vectorized, num_warmup, num_samples = cfg.vectorized, cfg.num_warmup, cfg.num_samples
-    thin, chunk_size = cfg.thin, cfg.chunk_size
     fit_steps = getattr(kernel, "fit_steps", 0)
-    pre = max(num_warmup, fit_steps)
-    home = unit[0]
-    adapt = kernel.adaptation if num_warmup > 0 else None
-    s = _start_unit(kernel, target, posterior, batches, fresh_batches, unit, cfg, store)
-    gen, state, astate, start, total, stop = s.gen, s.state, s.astate, s.start, s.total, s.stop
-    num_chunks, n_collectable, n_kept = s.num_chunks, s.n_collectable, s.n_kept
-
-    keep_pos: list[Tensor] = []
+    pre = max(cfg.num_warmup, fit_steps)  # steps before the first kept draw: warm-up, or a VI fit
+    adapt = kernel.adaptation if cfg.num_warmup > 0 else None
+    width = len(unit) if cfg.vectorized else None
+    keep_pos: list[Tensor] = []  # kept since the last chunk
     keep_info: list[Any] = []
-    kept_in_memory: list[tuple[Tensor, dict[str, Tensor]]] = []
-    bar = _progress_bar(total, _unit_label(unit, vectorized), cfg.num_chains, start) if cfg.progress else None
-    acc_sum, acc_n, last_refresh = 0.0, 0, 0.0
-    stuck = 0  # consecutive transitions that all diverged (an HMC/NUTS chain that cannot move)
-    watch = StuckWatch(unit if vectorized else [home])
 
-    def checkpoint(next_iteration: int) -> None:
-        _save_checkpoint(
-            store, home, state, astate, gen, batches, next_iteration, num_chunks, n_collectable, n_kept
-        )
+    def pending() -> tuple[Tensor, dict[str, Tensor]] | None:
+        return _stack_chunk(keep_pos, keep_info, width) if keep_pos else None
 
-    try:
-        it = start
-        while n_kept < num_samples and stop is None:
-            batch = batches.next(gen)
-            state, info = kernel.step(state, batch, gen)
-            if not _finite(state, info):
-                _flush_pending(keep_pos, keep_info, unit, vectorized, store, num_chunks, kept_in_memory)
-                raise _divergence(
-                    state, info, unit, vectorized, it, num_warmup, n_kept, store, kept_in_memory
-                )
-            stuck = _stuck_after(stuck, info)
-            if stuck >= MAX_CONSECUTIVE_DIVERGENCES:
-                _flush_pending(keep_pos, keep_info, unit, vectorized, store, num_chunks, kept_in_memory)
-                raise _divergence(
-                    state, info, unit, vectorized, it, num_warmup, n_kept, store, kept_in_memory, stuck
-                )
-            if it < num_warmup and adapt is not None:
-                astate, state = _adapt_step(adapt, astate, state, info, it, num_warmup)
+    with UnitRun(kernel, target, posterior, batches, fresh_batches, unit, cfg, store) as run:
+        bar = _StepBar(run.bar, cfg.num_warmup, fit_steps)
+        it = run.start
+        while run.running:
+            run.state, info = kernel.step(run.state, batches.next(run.gen), run.gen)
+            run.check_step(info, it, pending)
+            if it < cfg.num_warmup and adapt is not None:
+                run.astate, run.state = _adapt_step(adapt, run.astate, run.state, info, it, cfg.num_warmup)
             collect = getattr(info, "collect", None)
-            if it >= num_warmup and (collect is None or bool(collect)):
-                n_collectable += 1
-                if n_collectable % thin == 0:
-                    keep_pos.append(state.position.detach().clone())
+            if it >= cfg.num_warmup and (collect is None or bool(collect)):
+                run.n_collectable += 1
+                if run.n_collectable % cfg.thin == 0:
+                    keep_pos.append(run.state.position.detach().clone())
                     keep_info.append(info)
-                    n_kept += 1
+                    run.n_kept += 1
             ap = getattr(info, "accept_prob", None)
             if ap is not None:
-                acc_sum += float(ap.mean()) if ap.ndim else float(ap)
-                acc_n += 1
+                bar.accepted(ap)
                 if it >= pre:  # warm-up may reject while it adapts; sampling that accepts nothing is stuck
-                    watch.update(ap, getattr(info, "is_accepted", None), getattr(state, "step_size", None))
-            if len(keep_pos) == chunk_size or (n_kept == num_samples and keep_pos):
-                chunk = _stack_chunk(keep_pos, keep_info, len(unit) if vectorized else None)
+                    step_size = getattr(run.state, "step_size", None)
+                    run.watch.update(ap, getattr(info, "is_accepted", None), step_size)
+            if len(keep_pos) == cfg.chunk_size or (run.n_kept == cfg.num_samples and keep_pos):
+                chunk = pending()
                 keep_pos, keep_info = [], []
-                if store is not None:
-                    for c, part in zip(unit, _split_chunk(chunk, vectorized, len(unit))):
-                        store.write_chunk(c, num_chunks, *part)
-                    num_chunks += 1
-                    checkpoint(it + 1)
-                else:
-                    kept_in_memory.append(chunk)
-                if cfg.stop_when is not None:
-                    stop = cfg.stop_when.update(chunk[0].transpose(0, 1) if vectorized else chunk[0][None])
-            elif store is not None and it < pre and ((it + 1) % chunk_size == 0 or it == pre - 1):
-                checkpoint(it + 1)
-            if bar is not None:
-                if it < total:
-                    bar.update(1)
-                now = time.monotonic()
-                if now - last_refresh > 0.25 or n_kept == num_samples:
-                    last_refresh = now
-                    phase = "warmup" if it < num_warmup else "fit" if it < fit_steps else "sampling"
-                    post = {"phase": phase}
-                    elbo = getattr(info, "elbo", None)
-                    if isinstance(elbo, Tensor):
-                        post["elbo"] = f"{float(elbo.mean()):.4g}"
-                    if acc_n:
-                        post["acc"] = f"{acc_sum / acc_n:.2f}"
-                    eps = getattr(state, "step_size", None)
-                    if eps is not None:
-                        post["step"] = f"{float(eps.mean()) if eps.ndim else float(eps):.3g}"
-                    bar.set_postfix(post, refresh=False)
+                run.chunk_done(chunk, it + 1)
+            elif store is not None and it < pre and ((it + 1) % cfg.chunk_size == 0 or it == pre - 1):
+                run.checkpoint(it + 1)
+            bar.step(it, run.total, run.state, info, run.n_kept == cfg.num_samples)
             it += 1
-    finally:
-        if bar is not None:
-            bar.close()
-    watch.finish(getattr(state, "step_size", None))
-    return _finish_unit(state, unit, cfg, store, stop, n_kept, kept_in_memory)
+    return run.finish()
 
 
-def _flush_pending(keep_pos, keep_info, unit, vectorized, store, num_chunks, kept_in_memory) -> None:
-    """Keep the draws collected since the last chunk (all finite) before stopping a chain."""
-    if not keep_pos:
-        return
-    pending = _stack_chunk(keep_pos, keep_info, len(unit) if vectorized else None)
-    if store is None:
-        kept_in_memory.append(pending)
-        return
-    for c, part in zip(unit, _split_chunk(pending, vectorized, len(unit))):
-        store.write_chunk(c, num_chunks, *part)
+class _StepBar:
+    """The step-at-a-time loop's progress bar (None: no bar): the phase, the mean acceptance
+    rate, the step size and a variational fit's objective, refreshed at most every 0.25 s."""
+
+    def __init__(self, bar: Any, num_warmup: int, fit_steps: int):
+        self.bar, self.num_warmup, self.fit_steps = bar, num_warmup, fit_steps
+        self.acc_sum, self.acc_n, self.last_refresh = 0.0, 0, 0.0
+
+    def accepted(self, ap: Tensor) -> None:
+        self.acc_sum += float(ap.mean()) if ap.ndim else float(ap)
+        self.acc_n += 1
+
+    def step(self, it: int, total: int, state: Any, info: Any, finished: bool) -> None:
+        if self.bar is None:
+            return
+        if it < total:
+            self.bar.update(1)
+        now = time.monotonic()
+        if now - self.last_refresh <= 0.25 and not finished:
+            return
+        self.last_refresh = now
+        phase = "warmup" if it < self.num_warmup else "fit" if it < self.fit_steps else "sampling"
+        post = {"phase": phase}
+        elbo = getattr(info, "elbo", None)
+        if isinstance(elbo, Tensor):
+            post["elbo"] = f"{float(elbo.mean()):.4g}"
+        if self.acc_n:
+            post["acc"] = f"{self.acc_sum / self.acc_n:.2f}"
+        eps = getattr(state, "step_size", None)
+        if eps is not None:
+            post["step"] = f"{float(eps.mean()) if eps.ndim else float(eps):.3g}"
+        self.bar.set_postfix(post, refresh=False)

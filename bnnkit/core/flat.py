@@ -135,7 +135,9 @@ class FlatView:
                 shown.append(f"{k!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
             parts.append(f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(shown)}")
         if missing:
-            parts.append(f"missing key{'s' if len(missing) > 1 else ''} {', '.join(repr(m) for m in missing)}")
+            parts.append(
+                f"missing key{'s' if len(missing) > 1 else ''} {', '.join(repr(m) for m in missing)}"
+            )
         if problems:
             parts.append("; ".join(problems))
         extras = [m for m in missing if m.startswith(("likelihood.", "prior."))]

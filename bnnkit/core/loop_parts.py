@@ -205,6 +205,116 @@ def _unit_label(unit: list[int], vectorized: bool) -> str:
     return f"chains {unit[0] + 1}-{unit[-1] + 1}" if vectorized and len(unit) > 1 else f"chain {unit[0] + 1}"
 
 
+Chunk = tuple[Tensor, dict[str, Tensor]]  # kept positions [n, D] (or [n, K, D]) and their stats
+
+
+class UnitRun:
+    """A unit's run in progress (one chain, or a vectorised group): what both loops share.
+
+    Holds the unit's generator, state, adaptation state and counters (started afresh or from its
+    checkpoint by :func:`_start_unit`), its divergence and stuck-chain checks, its progress bar
+    (closed when the ``with`` block ends) and where its chunks of kept draws go: the run
+    directory (a checkpoint after each) or memory, each seen by the stopping rule.
+    """
+
+    def __init__(self, kernel, target, posterior, batches, fresh_batches, unit, cfg: _Settings, store):
+        s = _start_unit(kernel, target, posterior, batches, fresh_batches, unit, cfg, store)
+        self.batches, self.unit, self.cfg, self.store, self.home = batches, unit, cfg, store, unit[0]
+        self.gen, self.state, self.astate = s.gen, s.state, s.astate
+        self.start, self.total, self.stop = s.start, s.total, s.stop
+        self.num_chunks, self.n_collectable, self.n_kept = s.num_chunks, s.n_collectable, s.n_kept
+        self.kept_in_memory: list[Chunk] = []
+        self.stuck = 0  # consecutive transitions that all diverged (an HMC/NUTS chain that cannot move)
+        self.watch = StuckWatch(unit if cfg.vectorized else [self.home])
+        label = _unit_label(unit, cfg.vectorized)
+        self.bar = _progress_bar(s.total, label, cfg.num_chains, s.start) if cfg.progress else None
+
+    def __enter__(self) -> UnitRun:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+    @property
+    def running(self) -> bool:
+        return self.n_kept < self.cfg.num_samples and self.stop is None
+
+    def checkpoint(self, next_iteration: int) -> None:
+        _save_checkpoint(
+            self.store,
+            self.home,
+            self.state,
+            self.astate,
+            self.gen,
+            self.batches,
+            next_iteration,
+            self.num_chunks,
+            self.n_collectable,
+            self.n_kept,
+        )
+
+    def write(self, chunk: Chunk) -> None:
+        """Keep ``chunk``: in the run directory as chunk ``num_chunks`` of each chain, or in memory."""
+        if self.store is None:
+            self.kept_in_memory.append(chunk)
+            return
+        for c, part in zip(self.unit, _split_chunk(chunk, self.cfg.vectorized, len(self.unit))):
+            self.store.write_chunk(c, self.num_chunks, *part)
+
+    def chunk_done(self, chunk: Chunk, next_iteration: int) -> None:
+        """A complete chunk: kept (on disk, then a checkpoint at ``next_iteration``), then shown to
+        the stopping rule."""
+        self.write(chunk)
+        if self.store is not None:
+            self.num_chunks += 1
+            self.checkpoint(next_iteration)
+        if self.cfg.stop_when is not None:
+            positions = chunk[0]
+            self.stop = self.cfg.stop_when.update(
+                positions.transpose(0, 1) if self.cfg.vectorized else positions[None]
+            )
+
+    def check_step(self, info: Any, it: int, pending: Callable[[], Chunk | None] | None = None) -> None:
+        """Raise the divergence of step ``it`` (its new state is ``self.state``) when the position
+        or log density is not finite, or when it ends ``MAX_CONSECUTIVE_DIVERGENCES`` transitions in
+        a row in which every chain diverged; ``pending()``: the draws kept since the last chunk, kept
+        before stopping."""
+        stuck = 0
+        if _finite(self.state, info):
+            self.stuck = _stuck_after(self.stuck, info)
+            if self.stuck < MAX_CONSECUTIVE_DIVERGENCES:
+                return
+            stuck = self.stuck
+        chunk = pending() if pending is not None else None
+        if chunk is not None:
+            self.write(chunk)
+        raise self.divergence(self.state, info, it, stuck)
+
+    def divergence(self, state: Any, info: Any, it: int, stuck: int = 0, n_ok: int = 0) -> DivergenceError:
+        """The error of a chain that diverged at step ``it`` (``n_ok`` draws kept since ``n_kept``)."""
+        cfg = self.cfg
+        return _divergence(
+            state,
+            info,
+            self.unit,
+            cfg.vectorized,
+            it,
+            cfg.num_warmup,
+            self.n_kept + n_ok,
+            self.store,
+            self.kept_in_memory,
+            stuck,
+        )
+
+    def finish(self) -> dict[int, Chunk]:
+        """Report a chain that never accepted; record the unit's end; its in-memory draws per chain."""
+        self.watch.finish(getattr(self.state, "step_size", None))
+        return _finish_unit(
+            self.state, self.unit, self.cfg, self.store, self.stop, self.n_kept, self.kept_in_memory
+        )
+
+
 class StuckWatch:
     """Warns (:class:`~bnnkit.core.errors.StuckChainWarning`) about a chain that accepts nothing.
 

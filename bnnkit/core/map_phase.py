@@ -49,19 +49,13 @@ def map_phase(
     with the chains still running and the best held-out score."""
     from tqdm.auto import tqdm
 
-    k_chains, n = int(x0.shape[0]), int(inputs.shape[0])
+    k_chains = int(x0.shape[0])
     target = posterior.target().vectorized(chain_batched=True)
     device = inputs.device
-    if holdout is not None:
-        h = round(holdout * n)
-        perms = torch.stack([torch.randperm(n, generator=g, device=g.device).to(device) for g in gens])
-        held = (inputs[perms[:, :h]], targets[perms[:, :h]])
-        fit_rows = perms[:, h:]
+    held, fit_rows = _split_rows(inputs, targets, gens, holdout, k_chains)
+    if held is not None:
         mapped_ll = torch.func.vmap(lambda xc, hx, hy: posterior.log_likelihood_flat(xc, (hx, hy)))
-        per_row = posterior.scale((held[0][0], held[1][0])) * h
-    else:
-        held = None
-        fit_rows = torch.arange(n, device=device).expand(k_chains, n)
+        per_row = posterior.scale((held[0][0], held[1][0])) * held[0].shape[1]
     m = int(fit_rows.shape[1])
     full = batch_size is None or batch_size >= m
     every = max(1 if full else -(-m // batch_size), min(MIN_CHECK_STEPS, steps))
@@ -108,10 +102,30 @@ def map_phase(
     if held is None:
         best_x, best_step = x.detach().clone(), ran.clone()
     else:
-        with torch.no_grad():
-            out = torch.func.vmap(lambda xc, hx: posterior.forward(posterior.split(xc)[0], hx))(
-                best_x, held[0]
-            )
-        if out.numel() == held[1].numel():  # regression: one output per target
-            held_mse = ((out.reshape(held[1].shape) - held[1]) ** 2).flatten(1).mean(1)
+        held_mse = _held_out_mse(posterior, best_x, held)
     return best_x, [(int(b), int(r)) for b, r in zip(best_step, ran)], held_mse
+
+
+def _split_rows(
+    inputs: Tensor, targets: Tensor, gens: Sequence[torch.Generator], holdout: float | None, k_chains: int
+) -> tuple[tuple[Tensor, Tensor] | None, Tensor]:
+    """Each chain's held-out rows ``([K, h, ...], [K, h, ...])`` (None without ``holdout``), drawn
+    from its generator, and the indices ``[K, m]`` of the rows it fits."""
+    n, device = int(inputs.shape[0]), inputs.device
+    if holdout is None:
+        return None, torch.arange(n, device=device).expand(k_chains, n)
+    h = round(holdout * n)
+    perms = torch.stack([torch.randperm(n, generator=g, device=g.device).to(device) for g in gens])
+    return (inputs[perms[:, :h]], targets[perms[:, :h]]), perms[:, h:]
+
+
+def _held_out_mse(posterior, positions: Tensor, held: tuple[Tensor, Tensor]) -> Tensor | None:
+    """Each chain's mean squared error on its held-out rows at ``positions [K, D]`` (None for a
+    model with not one output per target, e.g. a classifier)."""
+    with torch.no_grad():
+        out = torch.func.vmap(lambda xc, hx: posterior.forward(posterior.split(xc)[0], hx))(
+            positions, held[0]
+        )
+    if out.numel() != held[1].numel():
+        return None
+    return ((out.reshape(held[1].shape) - held[1]) ** 2).flatten(1).mean(1)

@@ -498,12 +498,23 @@ def _selector(bayesian, named: Mapping[str, Tensor]) -> Callable[[str], bool]:
         return lambda n: True
     if callable(bayesian):
         return bayesian
-    keys = [bayesian] if isinstance(bayesian, str) else list(bayesian)
+    return name_prefixes(
+        bayesian,
+        named,
+        lambda k: f"bayesian entry {k!r} matches no parameter; parameters are: {', '.join(named)}.",
+    )
+
+
+def name_prefixes(
+    prefixes: str | Iterable[str], names: Iterable[str], unmatched: Callable[[str], str]
+) -> Callable[[str], bool]:
+    """Whether a parameter name is, or starts with, one of ``prefixes`` (one string or several);
+    a prefix that none of ``names`` starts with is refused with the message ``unmatched(prefix)``."""
+    keys = [prefixes] if isinstance(prefixes, str) else list(prefixes)
+    names = list(names)
     for k in keys:
-        if not any(n == k or n.startswith(k) for n in named):
-            raise BnnkitError(
-                f"bayesian entry {k!r} matches no parameter; parameters are: {', '.join(named)}."
-            )
+        if not any(n == k or n.startswith(k) for n in names):
+            raise BnnkitError(unmatched(k))
     return lambda n: any(n == k or n.startswith(k) for k in keys)
 
 

@@ -11,31 +11,7 @@ Layout of an output directory (format 2)::
     chain_000/done                     written when the chain has all its draws
     chain_000/diverged.json            the chain stopped on a non-finite state (on_divergence="warn")
 
-Safety and recovery:
-
-- Every file is written to a temporary name and renamed, and the index is rewritten (atomically)
-  only after the files it lists are in place, so a kill at any point leaves a consistent index.
-- Chunks and checkpoints hold only tensors, numbers and strings, and are read with
-  ``torch.load(weights_only=True)``: opening a run directory received from someone else never
-  executes code from it.  State classes are looked up by name among the modules the reader has
-  already imported; nothing is imported or unpickled from the file.
-- Every read is checked against the index's SHA-256.  A damaged chunk gives an error naming the
-  file and how to go on; resume restarts from the newest intact checkpoint at or before the first
-  damaged chunk and regenerates the draws after it (bit-identical, since the checkpoint holds the
-  generator state).  A checkpoint is kept at every chunk boundary, so only the damaged part and
-  what follows it is recomputed.
-- A chain being written is locked: a second writer is refused with the holder's pid and host; a
-  lock whose process is gone (killed) is taken over with a warning, and the temporary files a
-  killed writer left are removed when the lock is taken.
-- ``config.json`` holds a fingerprint of the data and of the log density at each chain's initial
-  point (see :func:`bnnkit.core.driver.sample`): a resume with other data, another model or log
-  density, or other initial values is refused, saying what differs.
-- A chain directory without its index has nothing to check its chunks against: reading it is
-  refused unless the caller asks for an unchecked read (``load_samples(..., unchecked=True)``),
-  and a resume regenerates it.
-- A write that fails (a full disk, a folder made read-only) ends the run with a
-  :class:`RunWriteError` naming the file; once the cause is fixed, the same call resumes from the
-  last checkpoint and gives the same draws.
+Every write is atomic and every read verified; :class:`RunStore` lists the safety and recovery rules.
 """
 
 from __future__ import annotations
@@ -376,6 +352,32 @@ class RunStore:
     ``fingerprint`` (stored in ``config.json`` beside the configuration) identifies the data, the
     chains' initial values and the log density at them (:func:`fingerprint_differences`); a
     directory whose configuration or fingerprint differs is refused with what differs.
+
+    Safety and recovery:
+
+    - Every file is written to a temporary name and renamed, and the index is rewritten (atomically)
+      only after the files it lists are in place, so a kill at any point leaves a consistent index.
+    - Chunks and checkpoints hold only tensors, numbers and strings, and are read with
+      ``torch.load(weights_only=True)``: opening a run directory received from someone else never
+      executes code from it.  State classes are looked up by name among the modules the reader has
+      already imported; nothing is imported or unpickled from the file.
+    - Every read is checked against the index's SHA-256.  A damaged chunk gives an error naming the
+      file and how to go on; resume restarts from the newest intact checkpoint at or before the first
+      damaged chunk and regenerates the draws after it (bit-identical, since the checkpoint holds the
+      generator state).  A checkpoint is kept at every chunk boundary, so only the damaged part and
+      what follows it is recomputed.
+    - A chain being written is locked: a second writer is refused with the holder's pid and host; a
+      lock whose process is gone (killed) is taken over with a warning, and the temporary files a
+      killed writer left are removed when the lock is taken.
+    - ``config.json`` holds a fingerprint of the data and of the log density at each chain's initial
+      point (see :func:`bnnkit.core.driver.sample`): a resume with other data, another model or log
+      density, or other initial values is refused, saying what differs.
+    - A chain directory without its index has nothing to check its chunks against: reading it is
+      refused unless the caller asks for an unchecked read (``load_samples(..., unchecked=True)``),
+      and a resume regenerates it.
+    - A write that fails (a full disk, a folder made read-only) ends the run with a
+      :class:`RunWriteError` naming the file; once the cause is fixed, the same call resumes from the
+      last checkpoint and gives the same draws.
     """
 
     def __init__(self, root: str | os.PathLike, config: dict, fingerprint: dict | None = None):

@@ -14,6 +14,7 @@ NamedTuple of per-step diagnostics.  Both are plain tensors, so a state can be c
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
 from typing import Any, NamedTuple, Protocol
 
 import torch
@@ -60,11 +61,8 @@ class Adaptation(NamedTuple):
 class Algorithm(Protocol):
     """Hyperparameters of an algorithm, buildable against a :class:`~bnnkit.core.target.Target`.
 
-    Optional attributes the driver reads by duck typing: ``vectorizable`` (and
-    ``not_vectorizable_because``), ``sampling_fraction``; ``needs_model = True`` for an algorithm
-    whose ``build(target, model=posterior)`` needs the model itself, not only its flat log density
-    (variational inference: the network's forward, likelihood and prior); ``default_init`` the
-    ``init=`` used when the caller gives none (``"prior"`` otherwise).
+    Optional attributes, declared as class attributes or properties, are listed (with their
+    defaults) by :class:`Capabilities`, through which the driver reads them.
     """
 
     name: str
@@ -74,3 +72,28 @@ class Algorithm(Protocol):
 
     def config(self) -> dict[str, Any]:  # pragma: no cover - protocol
         ...
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What the driver needs to know about an algorithm besides ``build`` and ``config``.
+
+    Each field is the algorithm's attribute of the same name, or the default below where the
+    algorithm declares none (:meth:`of`).
+    """
+
+    needs_model: bool = False
+    """``build(target, model=posterior)`` needs the model itself, not only its flat log density
+    (variational inference: the network's forward, likelihood and prior)."""
+    default_init: Any = None
+    """The ``init=`` used when the caller gives none (None: ``"prior"`` for a posterior)."""
+    vectorizable: bool = False
+    """Its chains can run as one computation over stacked positions ``[K, D]``."""
+    not_vectorizable_because: str | None = None
+    """Why not, when ``vectorizable`` is false (the driver's error message says it)."""
+    sampling_fraction: float = 1.0
+    """The share of steps that keep draws (a cyclical schedule's sampling stages)."""
+
+    @classmethod
+    def of(cls, algorithm: Any) -> Capabilities:
+        return cls(**{f.name: getattr(algorithm, f.name, f.default) for f in fields(cls)})

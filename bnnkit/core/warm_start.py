@@ -65,26 +65,9 @@ def map_init(
             after 100).  ``init.map_steps[chain]`` records ``(best step, steps run)``.
         patience: held-out scores in a row without improvement before the MAP phase stops.
     """
-    if not isinstance(posterior, Posterior):
-        raise BnnkitError("map_init needs a bnnkit.Posterior (it optimises the posterior's log density).")
-    check_int_at_least("steps", steps, 1)
-    check_positive("lr", lr)
-    if start not in ("prior", "fan_in"):
-        raise BnnkitError(f"start must be 'prior' or 'fan_in', got {start!r}.")
-    if gradient not in ("exact", "stochastic"):
-        raise BnnkitError(f"gradient must be 'exact' or 'stochastic', got {gradient!r}.")
-    if holdout is not None and not (isinstance(holdout, float) and 0.0 < holdout <= 0.5):
-        raise BnnkitError(f"holdout must be a fraction in (0, 0.5] or None, got {holdout!r}.")
-    check_int_at_least("patience", patience, 1)
-    inputs, targets = posterior.as_data(data)
-    n = int(inputs.shape[0])
-    if batch_size is not None and not 1 <= batch_size <= n:
-        raise BnnkitError(f"batch_size must lie in [1, {n}], got {batch_size!r}.")
-    if batch_size is not None and batch_size < n and posterior.num_data is None:
-        raise BnnkitError("a minibatch MAP phase needs the Posterior's num_data (the training-set size N).")
-
-    if holdout is not None and round(holdout * n) < 1:
-        raise BnnkitError(f"holdout={holdout} of {n} rows holds out no row; pass a larger fraction or None.")
+    inputs, targets = _checked_data(
+        posterior, data, steps, lr, batch_size, start, gradient, holdout, patience
+    )
 
     def init(chain: int, gen: torch.Generator) -> dict[str, Tensor]:
         x0 = posterior.initial_position("prior", gen) if start == "prior" else fan_in_position(posterior, gen)
@@ -114,6 +97,40 @@ def map_init(
         + (f", holdout={holdout}, patience={patience})" if holdout is not None else ")")
     )
     return init
+
+
+def _checked_data(
+    posterior: Posterior,
+    data: tuple[Tensor, Tensor],
+    steps: int,
+    lr: float,
+    batch_size: int | None,
+    start: str,
+    gradient: str,
+    holdout: float | None,
+    patience: int,
+) -> tuple[Tensor, Tensor]:
+    """:func:`map_init`'s arguments checked; its data as ``(inputs, targets)`` tensors."""
+    if not isinstance(posterior, Posterior):
+        raise BnnkitError("map_init needs a bnnkit.Posterior (it optimises the posterior's log density).")
+    check_int_at_least("steps", steps, 1)
+    check_positive("lr", lr)
+    if start not in ("prior", "fan_in"):
+        raise BnnkitError(f"start must be 'prior' or 'fan_in', got {start!r}.")
+    if gradient not in ("exact", "stochastic"):
+        raise BnnkitError(f"gradient must be 'exact' or 'stochastic', got {gradient!r}.")
+    if holdout is not None and not (isinstance(holdout, float) and 0.0 < holdout <= 0.5):
+        raise BnnkitError(f"holdout must be a fraction in (0, 0.5] or None, got {holdout!r}.")
+    check_int_at_least("patience", patience, 1)
+    inputs, targets = posterior.as_data(data)
+    n = int(inputs.shape[0])
+    if batch_size is not None and not 1 <= batch_size <= n:
+        raise BnnkitError(f"batch_size must lie in [1, {n}], got {batch_size!r}.")
+    if batch_size is not None and batch_size < n and posterior.num_data is None:
+        raise BnnkitError("a minibatch MAP phase needs the Posterior's num_data (the training-set size N).")
+    if holdout is not None and round(holdout * n) < 1:
+        raise BnnkitError(f"holdout={holdout} of {n} rows holds out no row; pass a larger fraction or None.")
+    return inputs, targets
 
 
 def fan_in_position(posterior: Posterior, gen: torch.Generator) -> Tensor:

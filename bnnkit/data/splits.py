@@ -9,23 +9,8 @@ Uncertainty in Bayesian Neural Networks", for the gaps):
 * **tail** (extrapolation): sort the rows by feature ``j`` and hold out the bottom and top sixths
   together.
 
-The rest of the rows train.  The rules, exactly (``n`` rows):
-
-* **Order.** Rows are sorted by feature ``j`` with a stable sort, so rows of equal value keep the
-  order of their row index: the split is a function of the data alone, the same on every machine.
-* **Sizes.** A gap holds out ``n // 3`` rows: sorted positions ``lo .. lo + n // 3 - 1`` with
-  ``lo = (n - n // 3) // 2`` (centred; where the rows left over are odd, the upper training block
-  has the extra row).  A tail split holds out ``n // 6`` rows at each end: sorted positions
-  ``0 .. n // 6 - 1`` and ``n - n // 6 .. n - 1``, ``2 * (n // 6)`` rows in all.  A gap needs
-  ``n >= 3``, a tail ``n >= 6``.
-* **Ties.** The cut is made by position, so a run of tied values may be cut: rows of one value can
-  fall on both sides (which of them is held out follows the row index).  A dimension is **skipped**
-  when the held-out rows hold no value of feature ``j`` that some training row does not also have:
-  nothing of that feature is then held out (a constant or binary column, or one whose middle third
-  is all one value that the training rows share).  Where a held-out value is one no training row
-  has, it lies strictly between the two training blocks (gap) or beyond the training rows' range
-  (tail), since the rows are sorted: a kept split always holds out some region of feature ``j``.
-  ``skip_ties=False`` keeps every dimension.
+The rest of the rows train; :func:`held_out_rows` states the rules exactly, and :func:`split_dims`
+which dimensions are skipped for ties.
 
 Index arrays are 0-based row numbers (``int64``), each sorted ascending; train and test are
 disjoint and together cover every row.  :func:`write_split_layout` writes a set's splits of one
@@ -98,7 +83,16 @@ def _min_rows(kind: str) -> int:
 
 def held_out_rows(x: Any, dim: int, kind: str) -> np.ndarray:
     """The rows (sorted ascending) that the ``kind`` split of input dimension ``dim`` holds out,
-    by the rules of the module docstring, whether or not the dimension would be skipped."""
+    whether or not the dimension would be skipped (``n`` rows):
+
+    * **Order.** Rows are sorted by feature ``j`` with a stable sort, so rows of equal value keep the
+      order of their row index: the split is a function of the data alone, the same on every machine.
+    * **Sizes.** A gap holds out ``n // 3`` rows: sorted positions ``lo .. lo + n // 3 - 1`` with
+      ``lo = (n - n // 3) // 2`` (centred; where the rows left over are odd, the upper training block
+      has the extra row).  A tail split holds out ``n // 6`` rows at each end: sorted positions
+      ``0 .. n // 6 - 1`` and ``n - n // 6 .. n - 1``, ``2 * (n // 6)`` rows in all.  A gap needs
+      ``n >= 3``, a tail ``n >= 6``.
+    """
     if kind not in DIRECTIONAL_KINDS:
         check_split_kind(kind)
         raise BnnkitError(f"held_out_rows makes gap and tail splits; {kind!r} splits are the layout's own.")
@@ -149,7 +143,17 @@ def _splits(x: Any, kind: str, skip_ties: bool) -> list[tuple[int, np.ndarray, n
 def split_dims(x: Any, kind: str, skip_ties: bool = True) -> list[int]:
     """The input dimensions that give a ``kind`` (gap or tail) split of ``x``, in order: all of
     them with ``skip_ties=False``, else those where the held-out rows hold a value of the feature
-    that no training row has (see the module docstring)."""
+    that no training row has.
+
+    Ties: the cut is made by position, so a run of tied values may be cut: rows of one value can
+    fall on both sides (which of them is held out follows the row index).  A dimension is skipped
+    when the held-out rows hold no value of feature ``j`` that some training row does not also have:
+    nothing of that feature is then held out (a constant or binary column, or one whose middle third
+    is all one value that the training rows share).  Where a held-out value is one no training row
+    has, it lies strictly between the two training blocks (gap) or beyond the training rows' range
+    (tail), since the rows are sorted: a kept split always holds out some region of feature ``j``.
+    ``skip_ties=False`` keeps every dimension.
+    """
     return [j for j, _, _ in _splits(x, _directional(kind), skip_ties)]
 
 

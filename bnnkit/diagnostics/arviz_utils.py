@@ -50,14 +50,18 @@ def psis_loo(log_lik: Tensor | np.ndarray) -> dict[str, float]:
     ``se``, ``p_loo`` (effective parameters), ``pareto_k_max`` and ``bad_k`` (rows with k > 0.7,
     where the estimate of that row is unreliable) and ``n`` (rows)."""
     arr = (
-        log_lik.detach().double().cpu().numpy() if isinstance(log_lik, Tensor) else np.asarray(log_lik, dtype=float)
+        log_lik.detach().double().cpu().numpy()
+        if isinstance(log_lik, Tensor)
+        else np.asarray(log_lik, dtype=float)
     )
     if arr.ndim != 3 or arr.shape[1] < 2 or arr.shape[2] < 1:
         raise ValueError(
             f"log_lik must be shaped [chain, draw, N] with at least 2 draws per chain, got shape {arr.shape}."
         )
     if not np.isfinite(arr).all():
-        raise ValueError("log_lik has non-finite entries (a diverged draw?); drop those draws before PSIS-LOO.")
+        raise ValueError(
+            "log_lik has non-finite entries (a diverged draw?); drop those draws before PSIS-LOO."
+        )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # FutureWarnings, and ArviZ's own warning that k is high (returned)
         import arviz as az

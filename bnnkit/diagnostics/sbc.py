@@ -167,28 +167,12 @@ def sbc_ranks(
     ess_out: dict[str, list[float]] = {}
     for i in range(num_replications):
         gen = make_generator(seed, i)
-        theta = _batched(prior_draw(gen), "prior_draw")
-        data = simulate(theta, gen)
-        sampler_seed = chain_seed(seed + 1, i)  # independent of the prior/data stream
-        draws = _batched(posterior_draws(data, num_draws, sampler_seed), "posterior_draws")
-        for name, t in draws.items():
-            if t.shape[0] != num_draws:
-                raise BnnkitError(
-                    f"posterior_draws returned {t.shape[0]} draws of {name!r}, expected num_draws = {num_draws}."
-                )
-        q0 = _as_quantities({k: v.unsqueeze(0) for k, v in theta.items()}, qfn, 1, "prior draw")
-        qs = _as_quantities(draws, qfn, num_draws, "posterior draws")
-        if set(q0) != set(qs):
-            raise BnnkitError(
-                f"quantities differ between prior and posterior draws: {sorted(q0)} vs {sorted(qs)}."
-            )
-        this: dict[str, int] = {}
-        for name, v0 in q0.items():
-            below = int((qs[name] < v0).sum())
-            ties = int((qs[name] == v0).sum())
-            extra = int(torch.randint(0, ties + 1, (), generator=gen)) if ties else 0
-            this[name] = below + extra
-            ranks.setdefault(name, []).append(below + extra)
+        q0, qs = _replicate(
+            prior_draw, simulate, posterior_draws, qfn, num_draws, chain_seed(seed + 1, i), gen
+        )
+        this = _ranks(q0, qs, gen)
+        for name, rank in this.items():
+            ranks.setdefault(name, []).append(rank)
         if compute_ess:
             from .arviz_utils import ess
 
@@ -204,6 +188,45 @@ def sbc_ranks(
         ess={k: torch.tensor(v, dtype=torch.float64) for k, v in ess_out.items()} if compute_ess else None,
         seed=seed,
     )
+
+
+def _replicate(
+    prior_draw: PriorDraw,
+    simulate: Simulate,
+    posterior_draws: PosteriorDraws,
+    qfn: Quantities,
+    num_draws: int,
+    sampler_seed: int,
+    gen: torch.Generator,
+) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+    """One replication: a prior draw and data from ``gen``, the sampler's draws from
+    ``sampler_seed`` (independent of the prior/data stream); the test quantities of both."""
+    theta = _batched(prior_draw(gen), "prior_draw")
+    data = simulate(theta, gen)
+    draws = _batched(posterior_draws(data, num_draws, sampler_seed), "posterior_draws")
+    for name, t in draws.items():
+        if t.shape[0] != num_draws:
+            raise BnnkitError(
+                f"posterior_draws returned {t.shape[0]} draws of {name!r}, expected num_draws = {num_draws}."
+            )
+    q0 = _as_quantities({k: v.unsqueeze(0) for k, v in theta.items()}, qfn, 1, "prior draw")
+    qs = _as_quantities(draws, qfn, num_draws, "posterior draws")
+    if set(q0) != set(qs):
+        raise BnnkitError(
+            f"quantities differ between prior and posterior draws: {sorted(q0)} vs {sorted(qs)}."
+        )
+    return q0, qs
+
+
+def _ranks(q0: dict[str, Tensor], qs: dict[str, Tensor], gen: torch.Generator) -> dict[str, int]:
+    """The rank of each prior quantity among the posterior draws', ties broken uniformly from ``gen``."""
+    this: dict[str, int] = {}
+    for name, v0 in q0.items():
+        below = int((qs[name] < v0).sum())
+        ties = int((qs[name] == v0).sum())
+        extra = int(torch.randint(0, ties + 1, (), generator=gen)) if ties else 0
+        this[name] = below + extra
+    return this
 
 
 def sbc_uniformity(

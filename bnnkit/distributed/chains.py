@@ -68,12 +68,7 @@ def chain_parallel_sample(
     check_int_at_least("num_chains", num_chains, 1)
     if "chains" in sample_kwargs:
         raise BnnkitError("chain_parallel_sample chooses each rank's chains itself; do not pass chains=.")
-    if gather == "auto":
-        gather = "files" if output is not None else "memory"
-    if gather not in ("memory", "files"):
-        raise BnnkitError(f"gather must be 'auto', 'memory' or 'files', got {gather!r}.")
-    if gather == "files" and output is None:
-        raise BnnkitError("gather='files' reads the draws from output=; pass an output directory.")
+    gather = _gather_mode(gather, output)
     if wait_timeout_s is not None:
         check_positive("wait_timeout_s", wait_timeout_s)
     rank, world = dist.get_rank(group), dist.get_world_size(group)
@@ -94,16 +89,8 @@ def chain_parallel_sample(
     )
     elapsed = time.monotonic() - t0
 
-    timeout = wait_timeout_s
-    if timeout is None:
-        base = group_timeout_s(group)
-        timeout = (base if base == base else 1800.0) + 2.0 * elapsed
     if world > 1:
-        collective(
-            lambda: dist.monitored_barrier(coord, timeout=timedelta(seconds=timeout), wait_all_ranks=True),
-            f"waiting for the other ranks' chains (wait_timeout_s={timeout:g})",
-            coord,
-        )
+        _wait_for_ranks(coord, group, wait_timeout_s, elapsed)
     if gather == "memory":
         return _gather_memory(local, mine, num_chains, rank, world, all_ranks, coord)
     if not (rank == 0 or all_ranks):
@@ -111,6 +98,31 @@ def chain_parallel_sample(
     from .. import load_samples
 
     return load_samples(output)
+
+
+def _gather_mode(gather: str, output: str | None) -> str:
+    """``"memory"`` or ``"files"``: ``gather`` checked, ``"auto"`` resolved."""
+    if gather == "auto":
+        gather = "files" if output is not None else "memory"
+    if gather not in ("memory", "files"):
+        raise BnnkitError(f"gather must be 'auto', 'memory' or 'files', got {gather!r}.")
+    if gather == "files" and output is None:
+        raise BnnkitError("gather='files' reads the draws from output=; pass an output directory.")
+    return gather
+
+
+def _wait_for_ranks(coord: Any, group: Any, wait_timeout_s: float | None, elapsed: float) -> None:
+    """Wait for every rank to finish its chains: ``wait_timeout_s``, or by default the group's
+    timeout plus twice this rank's own sampling time ``elapsed``."""
+    timeout = wait_timeout_s
+    if timeout is None:
+        base = group_timeout_s(group)
+        timeout = (base if base == base else 1800.0) + 2.0 * elapsed
+    collective(
+        lambda: dist.monitored_barrier(coord, timeout=timedelta(seconds=timeout), wait_all_ranks=True),
+        f"waiting for the other ranks' chains (wait_timeout_s={timeout:g})",
+        coord,
+    )
 
 
 def _gather_memory(

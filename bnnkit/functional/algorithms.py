@@ -25,6 +25,7 @@ Schedules, cyclical stages, temperature and momentum resampling (Algorithm 2 of 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from ..core.errors import BnnkitError
 from ..core.target import Target
@@ -42,23 +43,27 @@ def _require_functional(target: Target, name: str) -> None:
         )
 
 
+class _FunctionalOnly:
+    """An SG-MCMC algorithm that samples only a functional posterior (its ``label`` in the error)."""
+
+    label: ClassVar[str]
+
+    def build(self, target: Target) -> Kernel:
+        _require_functional(target, self.label)
+        return super().build(target)  # type: ignore[misc]
+
+
 @dataclass(frozen=True)
-class FSGLD(SGLD):
+class FSGLD(_FunctionalOnly, SGLD):
     """fSGLD: SGLD on a :class:`~bnnkit.functional.FunctionalPosterior` (see module docstring)."""
 
+    label: ClassVar[str] = "fSGLD"
     name: str = "fsgld"
-
-    def build(self, target: Target) -> Kernel:
-        _require_functional(target, "fSGLD")
-        return super().build(target)
 
 
 @dataclass(frozen=True)
-class FSGHMC(SGHMC):
+class FSGHMC(_FunctionalOnly, SGHMC):
     """fSGHMC: SGHMC on a :class:`~bnnkit.functional.FunctionalPosterior` (see module docstring)."""
 
+    label: ClassVar[str] = "fSGHMC"
     name: str = "fsghmc"
-
-    def build(self, target: Target) -> Kernel:
-        _require_functional(target, "fSGHMC")
-        return super().build(target)

@@ -226,67 +226,92 @@ def fit_classification_gp(
         idx = torch.randperm(xs.shape[0], generator=generator, device=generator.device)[:max_points]
         xs, ys = xs[idx.to(xs.device)], ys[idx.to(ys.device)]
     ys = ys.to(xs.device)
-    has_ls = bool(hyperparameter_sites(gp.kernel, "lengthscale"))
-    median = _median_distance(xs) if has_ls else 1.0
-    base_cache: dict[float, Tensor] = {}
-    scores: dict[tuple[float, float], float] = {}
-
-    def base(l2: float) -> Tensor:  # the kernel matrix at outputscale 1 and lengthscale median * 2^l2
-        if l2 not in base_cache:
-            if has_ls:
-                set_hyperparameter(gp.kernel, "lengthscale", median * 2.0**l2)
-            set_hyperparameter(gp.kernel, "outputscale", 1.0)
-            with torch.no_grad():
-                base_cache[l2] = kernel_matrix(gp.kernel, xs)
-        return base_cache[l2]
-
-    def score(s2: float, l2: float) -> float:
-        key = (float(s2), float(l2))
-        if key not in scores:
-            try:
-                scores[key] = laplace_evidence(2.0**s2 * base(l2), ys, num_classes, tol=tol).log_evidence
-            except BnnkitError:
-                scores[key] = -math.inf
-        return scores[key]
-
-    l_grid = tuple(lengthscale_log2) if has_ls else (0.0,)
-    for s2 in outputscale_log2:
-        for l2 in l_grid:
-            score(s2, l2)
-    ds = _spacing(outputscale_log2)
-    dl = _spacing(l_grid)
-    for _ in range(refine):
-        (bs, bl), _v = max(scores.items(), key=lambda kv: kv[1])
-        ds, dl = ds / 2, dl / 2
-        for i in (-1, 0, 1):
-            for j in (-1, 0, 1) if has_ls else (0,):
-                score(bs + i * ds, bl + j * dl)
-    (bs, bl), best = max(scores.items(), key=lambda kv: kv[1])
+    grid = _EvidenceGrid(gp, xs, ys, num_classes, tol)
+    (bs, bl), best = grid.search(outputscale_log2, lengthscale_log2, refine)
     if not math.isfinite(best):
         raise BnnkitError("the Laplace evidence failed at every grid point; standardise the inputs.")
-    result = laplace_evidence(2.0**bs * base(bl), ys, num_classes, tol=tol)
-    if has_ls:
-        set_hyperparameter(gp.kernel, "lengthscale", median * 2.0**bl)
-    set_hyperparameter(gp.kernel, "outputscale", 2.0**bs)
-    for p in gp.kernel.parameters():
-        p.requires_grad_(False)
-    gp.mean_constant = torch.zeros((), dtype=_F64, device=xs.device)
-    gp.noise_variance = None
-    n = xs.shape[0]
-    gp.fitted = {
-        **kernel_hyperparameters(gp.kernel),
-        "fit": "classification",
-        "log_evidence": result.log_evidence / n,
-        "log_evidence_total": result.log_evidence,
-        "train_nll": -result.log_lik / n,
-        "num_points": n,
-        "num_outputs": num_classes,
-        "median_distance": median if has_ls else None,
-        "grid": [
-            [2.0**s2, median * 2.0**l2 if has_ls else None, v / n] for (s2, l2), v in sorted(scores.items())
-        ],
-    }
+    result = laplace_evidence(2.0**bs * grid.base(bl), ys, num_classes, tol=tol)
+    gp.fitted = grid.freeze(bs, bl, result)
     return gp.fitted
+
+
+class _EvidenceGrid:
+    """The Laplace evidence of ``gp``'s kernel on ``(xs, ys)`` at ``outputscale = 2^s2`` and
+    ``lengthscale = median distance x 2^l2``, each point evaluated once (``-inf`` where it fails)."""
+
+    def __init__(self, gp: GPPrior, xs: Tensor, ys: Tensor, num_classes: int, tol: float):
+        self.gp, self.xs, self.ys, self.num_classes, self.tol = gp, xs, ys, num_classes, tol
+        self.has_ls = bool(hyperparameter_sites(gp.kernel, "lengthscale"))
+        self.median = _median_distance(xs) if self.has_ls else 1.0
+        self.base_cache: dict[float, Tensor] = {}
+        self.scores: dict[tuple[float, float], float] = {}
+
+    def base(self, l2: float) -> Tensor:
+        """The kernel matrix at outputscale 1 and lengthscale ``median * 2^l2``."""
+        if l2 not in self.base_cache:
+            kernel = self.gp.kernel
+            if self.has_ls:
+                set_hyperparameter(kernel, "lengthscale", self.median * 2.0**l2)
+            set_hyperparameter(kernel, "outputscale", 1.0)
+            with torch.no_grad():
+                self.base_cache[l2] = kernel_matrix(kernel, self.xs)
+        return self.base_cache[l2]
+
+    def score(self, s2: float, l2: float) -> float:
+        key = (float(s2), float(l2))
+        if key not in self.scores:
+            try:
+                k = 2.0**s2 * self.base(l2)
+                self.scores[key] = laplace_evidence(k, self.ys, self.num_classes, tol=self.tol).log_evidence
+            except BnnkitError:
+                self.scores[key] = -math.inf
+        return self.scores[key]
+
+    def search(
+        self, outputscale_log2: tuple[float, ...], lengthscale_log2: tuple[float, ...], refine: int
+    ) -> tuple[tuple[float, float], float]:
+        """The coarse grid, then ``refine`` rounds of the best point's 8 neighbours at half the
+        spacing; returns the best point and its evidence."""
+        l_grid = tuple(lengthscale_log2) if self.has_ls else (0.0,)
+        for s2 in outputscale_log2:
+            for l2 in l_grid:
+                self.score(s2, l2)
+        ds = _spacing(outputscale_log2)
+        dl = _spacing(l_grid)
+        for _ in range(refine):
+            (bs, bl), _v = max(self.scores.items(), key=lambda kv: kv[1])
+            ds, dl = ds / 2, dl / 2
+            for i in (-1, 0, 1):
+                for j in (-1, 0, 1) if self.has_ls else (0,):
+                    self.score(bs + i * ds, bl + j * dl)
+        return max(self.scores.items(), key=lambda kv: kv[1])
+
+    def freeze(self, s2: float, l2: float, result: LaplaceResult) -> dict:
+        """Set and freeze the kernel's hyperparameters at ``(s2, l2)`` (prior mean 0, no noise);
+        the fit's record, ``result`` being the evidence there."""
+        gp, has_ls, median = self.gp, self.has_ls, self.median
+        if has_ls:
+            set_hyperparameter(gp.kernel, "lengthscale", median * 2.0**l2)
+        set_hyperparameter(gp.kernel, "outputscale", 2.0**s2)
+        for p in gp.kernel.parameters():
+            p.requires_grad_(False)
+        gp.mean_constant = torch.zeros((), dtype=_F64, device=self.xs.device)
+        gp.noise_variance = None
+        n = self.xs.shape[0]
+        return {
+            **kernel_hyperparameters(gp.kernel),
+            "fit": "classification",
+            "log_evidence": result.log_evidence / n,
+            "log_evidence_total": result.log_evidence,
+            "train_nll": -result.log_lik / n,
+            "num_points": n,
+            "num_outputs": self.num_classes,
+            "median_distance": median if has_ls else None,
+            "grid": [
+                [2.0**a, median * 2.0**b if has_ls else None, v / n]
+                for (a, b), v in sorted(self.scores.items())
+            ],
+        }
 
 
 def _spacing(grid: tuple[float, ...]) -> float:

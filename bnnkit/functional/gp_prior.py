@@ -245,45 +245,7 @@ class GPPrior:
         return lp.to(f.dtype)
 
     # ------------------------------------------------------------------ pre-training
-    def fit(
-        self,
-        x: Tensor,
-        y: Tensor,
-        num_steps: int = 1000,
-        lr: float = 0.05,
-        max_points: int = 1000,
-        generator: torch.Generator | None = None,
-        progress: bool = True,
-    ) -> dict:
-        """Pre-train the kernel by maximising the exact GP log marginal likelihood, then freeze it.
-
-        Model ``y[:, c] = g_c(x) + noise``, ``g_c ~ GP(mu_c, k)`` independent over the ``C`` target
-        columns with one shared kernel and noise variance; loss ``-sum_c log p(y[:, c]) / n``
-        (:class:`SharedKernelMLL`), minimised by Adam on the raw (softplus) parameters in float64 on
-        at most ``max_points`` random rows, drawn from ``generator`` (default: a generator seeded
-        with 0, so the same data always gives the same fit; the global RNG is never used). Exact
-        repeats of an ``(x, y)`` row are dropped first: each one adds an observation whose density
-        grows without bound as the noise goes to 0, so the fit collapses the noise onto its floor
-        (wine-quality-red, 186 repeated rows of 1,439: noise variance 1e-4 with the repeats, 0.56
-        without). With ``mean="zero"`` the targets are centred by their column means first (``mu_c =
-        0``, the prior mean stays 0); with ``mean="constant"`` ``mu_c`` is learned and becomes the
-        prior mean. The lengthscale starts at the median pairwise distance times the best (by
-        marginal likelihood) of ``2^-k``, ``k = 0..6``; the outputscale (linear variance) at the
-        target variance; the noise at 10% of it (gpytorch bounds the noise below by 1e-4, so
-        standardise the targets). When at least ``max_points`` further distinct rows remain outside
-        the subset, a second fit starts from the median distance itself, and the fit with the lower
-        GP predictive NLL on ``max_points`` of those rows is kept: optima of close marginal
-        likelihood can differ tenfold in the noise (protein, split 4: noise sd 0.11 from the picked
-        start, 0.73 from the median, held-out NLL 1.21 against 1.17). Each step costs ``O(n^3)``,
-        ``n = min(N, max_points)``.
-        Hyperparameters given to the constructor are starting values here, not held fixed.
-
-        Returns (and keeps as ``self.fitted``) the fitted hyperparameters, ``noise_variance``,
-        ``mean_constant``, ``loss`` (final negative log marginal likelihood per row, summed over
-        outputs), ``num_points``, ``num_outputs``, ``target_mean`` and ``starts`` (None after one
-        start; else per start its lengthscale, loss, held-out NLL, noise and fitted hyperparameters).
-        """
-        return fit_gp_prior(self, x, y, num_steps, lr, max_points, generator, progress)
+    fit = fit_gp_prior  # GPPrior.fit(x, y, ...): gp_fit.py's function, this prior its first argument
 
     def _heldout_nll(
         self, xs: Tensor, ys: Tensor, held: tuple[Tensor, Tensor], noise: Tensor, consts: Tensor

@@ -34,7 +34,7 @@ is in ``docs/fsgmcmc_design.md`` section 12.3.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import torch
 from torch import Tensor
@@ -73,13 +73,7 @@ class Vecchia:
         check_int_at_least("pools", self.pools, 1)
 
     def config(self) -> dict:
-        return {
-            "form": "vecchia",
-            "neighbours": self.neighbours,
-            "factors_per_step": self.factors_per_step,
-            "pools": self.pools,
-            "order_seed": self.order_seed,
-        }
+        return {"form": "vecchia", **asdict(self)}
 
 
 class VecchiaFactors:

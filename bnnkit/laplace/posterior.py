@@ -30,7 +30,7 @@ from torch import Tensor
 
 from ..core.errors import BnnkitError, check_int_at_least, check_positive
 from ..core.flat import FlatView
-from ..core.posterior import LIK, PRIOR, Posterior
+from ..core.posterior import LIK, PRIOR, Posterior, name_prefixes
 from ..core.samples import Samples
 from ..likelihoods import Gaussian
 from ..priors import GaussianPrior
@@ -505,11 +505,12 @@ def _resolve_subset(posterior: Posterior, subset: Subset) -> tuple[str, ...]:
                 f"the subset predicate selects none of the Bayesian parameters ({', '.join(names)})."
             )
         return chosen
-    keys = [subset] if isinstance(subset, str) else list(subset)
-    for k in keys:
-        if not any(n == k or n.startswith(k) for n in names):
-            raise BnnkitError(
-                f"subset entry {k!r} matches no Bayesian parameter of the posterior; they are: {', '.join(names)} "
-                "(a subset must lie inside the posterior's bayesian= selection)."
-            )
-    return tuple(n for n in names if any(n == k or n.startswith(k) for k in keys))
+    chosen = name_prefixes(
+        subset,
+        names,
+        lambda k: (
+            f"subset entry {k!r} matches no Bayesian parameter of the posterior; they are: {', '.join(names)} "
+            "(a subset must lie inside the posterior's bayesian= selection)."
+        ),
+    )
+    return tuple(n for n in names if chosen(n))

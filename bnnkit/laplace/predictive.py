@@ -23,17 +23,12 @@ from torch import Tensor
 
 from ..core.errors import BnnkitError
 from ..likelihoods import Bernoulli, Gaussian
-from ..predict.predictive import (
-    ClassificationPredictive,
-    _as_targets,
-    gaussian_interval,
-    gaussian_log_density,
-)
+from ..predict.predictive import ClassificationPredictive, GaussianSummary, _as_targets, gaussian_log_density
 from .curvature import jacobian_chunks
 
 
 @dataclass
-class GLMRegressionPredictive:
+class GLMRegressionPredictive(GaussianSummary):
     """Gaussian predictive ``N(mean, epistemic + aleatoric)`` per input (same interface as
     :class:`~bnnkit.predict.predictive.RegressionPredictive`)."""
 
@@ -46,21 +41,13 @@ class GLMRegressionPredictive:
         return self.noise_var.expand_as(self.mean)
 
     @property
-    def variance(self) -> Tensor:
+    def variance(
+        self,
+    ) -> Tensor:  # the scalar noise broadcast as the sum promotes it: the result's dtype is V's
         return self.epistemic_variance + self.noise_var
-
-    @property
-    def stddev(self) -> Tensor:
-        return self.variance.sqrt()
 
     def log_prob(self, y: Tensor) -> Tensor:
         return gaussian_log_density(_as_targets(y, self.mean.shape), self.mean, self.variance)
-
-    def nll(self, y: Tensor) -> float:
-        return float(-self.log_prob(y).mean())
-
-    def interval(self, level: float = 0.95) -> tuple[Tensor, Tensor]:
-        return gaussian_interval(self.mean, self.stddev, level)
 
 
 def glm_predict(la, inputs: Tensor, link: str, num_samples: int, gen: torch.Generator):

@@ -198,7 +198,8 @@ def structure_state(st: Structure) -> dict:
         return {"kind": "eigen", "U": st.U, "e": st.e, "b": st.b, "name": st.name}
     if isinstance(st, Kron):
         blocks = [
-            {k: v for k, v in vars(bl).items() if v is not None} | {"has_a": bl.a is not None} for bl in st.blocks
+            {k: v for k, v in vars(bl).items() if v is not None} | {"has_a": bl.a is not None}
+            for bl in st.blocks
         ]
         return {"kind": "kron", "P": st.P, "blocks": blocks}
     raise TypeError(f"no saved form for the structure {type(st).__name__}")
@@ -217,4 +218,3 @@ def structure_from_state(state: dict) -> Structure:
         fields.setdefault("a", None)
         blocks.append(KronBlock(**fields))
     return Kron(blocks, state["P"])
-

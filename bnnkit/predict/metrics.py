@@ -15,14 +15,18 @@ def _tensor(name: str, value: object, attr: str | None = None) -> Tensor:
     if isinstance(value, Tensor):
         t = value
     elif isinstance(value, (str, bytes)) or not (
-        hasattr(value, "__array__") or hasattr(value, "to_numpy") or isinstance(value, (list, tuple, float, int))
+        hasattr(value, "__array__")
+        or hasattr(value, "to_numpy")
+        or isinstance(value, (list, tuple, float, int))
     ):
         raise BnnkitError(f"{name} must be a torch.Tensor or a NumPy array, got {type(value).__name__}.")
     else:
         try:
             t = torch.as_tensor(value.to_numpy() if hasattr(value, "to_numpy") else value)
         except (TypeError, ValueError, RuntimeError) as err:
-            raise BnnkitError(f"{name} could not be read as numbers ({type(value).__name__}: {err}).") from err
+            raise BnnkitError(
+                f"{name} could not be read as numbers ({type(value).__name__}: {err})."
+            ) from err
     if t.dtype == torch.bool or t.is_complex():
         raise BnnkitError(f"{name} must hold real numbers, got dtype {t.dtype}.")
     if t.numel() == 0:
@@ -161,7 +165,9 @@ def brier_score(probs: Tensor, y: Tensor) -> float:
 def predictive_entropy(probs: Tensor) -> Tensor:
     """Entropy of the predictive class distribution per row (nats)."""
     probs = _tensor("predictive_entropy: the probabilities", probs, "probs")
-    _finite("predictive_entropy", "the probabilities", probs.reshape(probs.shape[0], -1) if probs.ndim else probs)
+    _finite(
+        "predictive_entropy", "the probabilities", probs.reshape(probs.shape[0], -1) if probs.ndim else probs
+    )
     return -(probs * probs.clamp_min(1e-40).log()).sum(-1)
 
 

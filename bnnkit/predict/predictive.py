@@ -109,8 +109,31 @@ def network_outputs(
     return torch.cat(outs)
 
 
+class GaussianSummary:
+    """What a regression predictive derives from its ``mean``, ``epistemic_variance``,
+    ``aleatoric_variance`` and per-point ``log_prob``: the total variance, its standard
+    deviation, the mean NLL and a central interval."""
+
+    @property
+    def variance(self) -> Tensor:
+        """Total predictive variance = aleatoric + epistemic."""
+        return self.aleatoric_variance + self.epistemic_variance
+
+    @property
+    def stddev(self) -> Tensor:
+        return self.variance.sqrt()
+
+    def nll(self, y: Tensor) -> float:
+        """Mean negative log predictive density."""
+        return float(-self.log_prob(y).mean())
+
+    def interval(self, level: float = 0.95) -> tuple[Tensor, Tensor]:
+        """Central interval of a Gaussian with the predictive's mean and total variance."""
+        return gaussian_interval(self.mean, self.stddev, level)
+
+
 @dataclass
-class RegressionPredictive:
+class RegressionPredictive(GaussianSummary):
     """Gaussian-mixture predictive at ``N`` inputs; ``f`` are the draws' means ``[S, N]``."""
 
     f: Tensor
@@ -133,15 +156,6 @@ class RegressionPredictive:
     def aleatoric_variance(self) -> Tensor:
         return (self._w * self.noise_var).sum(0).expand_as(self.mean)
 
-    @property
-    def variance(self) -> Tensor:
-        """Total predictive variance = aleatoric + epistemic."""
-        return self.aleatoric_variance + self.epistemic_variance
-
-    @property
-    def stddev(self) -> Tensor:
-        return self.variance.sqrt()
-
     def log_prob_draws(self, y: Tensor) -> Tensor:
         """Per-draw, per-point log density ``log N(y_n; f_s(x_n), sigma_s^2)``, ``[S, N]``: the
         pointwise log-likelihood matrix of PSIS-LOO (:func:`bnnkit.diagnostics.psis_loo`)."""
@@ -151,14 +165,6 @@ class RegressionPredictive:
         """Per-point log predictive density (log-sum-exp over draws)."""
         lp = self.log_prob_draws(y)
         return torch.logsumexp(lp + self.log_weights.to(lp.dtype).unsqueeze(-1), 0)
-
-    def nll(self, y: Tensor) -> float:
-        """Mean negative log predictive density."""
-        return float(-self.log_prob(y).mean())
-
-    def interval(self, level: float = 0.95) -> tuple[Tensor, Tensor]:
-        """Central interval of a Gaussian with the mixture's mean and total variance."""
-        return gaussian_interval(self.mean, self.stddev, level)
 
 
 @dataclass

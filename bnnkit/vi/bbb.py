@@ -16,15 +16,6 @@ or ``flipout``, see :mod:`bnnkit.vi.estimators`); the KL is in closed form for a
 (``kl="closed"``) or a Monte-Carlo estimate (``kl="mc"``, any prior).  ``T`` is the temperature
 (``T < 1``: a "cold" posterior).  Optimiser: Adam, optionally with cosine learning-rate decay.
 
-Speed.  With ``estimator="local"`` on a plain MLP (a ``Sequential`` of sampled ``Linear`` layers
-and elementwise activations) the forward, the closed-form KL and their gradients are one autograd
-node with a hand-written backward (:mod:`bnnkit.vi.local_mlp`); ``num_mc`` draws are one forward
-over the minibatch tiled ``num_mc`` times.  ``compile=True`` (same models) compiles the loss and
-its gradient with ``torch.compile`` instead: the fastest step once compiled, at the price of a
-compilation of some seconds on the first step (and once more for a differently sized last
-minibatch).  Both draw the same noise from the generator, so they agree to rounding; see
-``benchmarks/bench_vi.py`` for the cost of a step against a plain SGD step.
-
 Running.  :meth:`BayesByBackprop.build` is a kernel on the samplers' contract (fit, then draws
 from ``q``; :mod:`bnnkit.vi.kernel`), so ``bnnkit.sample(BayesByBackprop(...), posterior, data,
 num_samples=S)`` fits ``q`` and returns ``S`` draws from it with the driver's progress bar,
@@ -97,6 +88,18 @@ class VIResult:
 
 @dataclass(frozen=True)
 class BayesByBackprop:
+    """The hyperparameters of Bayes by Backprop (the module doc gives the objective and the options).
+
+    Speed.  With ``estimator="local"`` on a plain MLP (a ``Sequential`` of sampled ``Linear`` layers
+    and elementwise activations) the forward, the closed-form KL and their gradients are one autograd
+    node with a hand-written backward (:mod:`bnnkit.vi.local_mlp`); ``num_mc`` draws are one forward
+    over the minibatch tiled ``num_mc`` times.  ``compile=True`` (same models) compiles the loss and
+    its gradient with ``torch.compile`` instead: the fastest step once compiled, at the price of a
+    compilation of some seconds on the first step (and once more for a differently sized last
+    minibatch).  Both draw the same noise from the generator, so they agree to rounding; see
+    ``benchmarks/bench_vi.py`` for the cost of a step against a plain SGD step.
+    """
+
     lr: float = 1e-2
     num_epochs: int = 100
     batch_size: int | None = None

@@ -1,24 +1,8 @@
 """Monte-Carlo dropout (Gal & Ghahramani 2016): dropout training as approximate variational inference.
 
-A network with dropout layers is trained with dropout on, minimising per data point (Adam, one
-minibatch ``B`` of ``M`` of the ``N`` rows at a time)::
-
-    L(w) = -(1/M) sum_{i in B} log p(y_i | f(x_i; w, z)) + sum_j (lambda_j / 2) w_j^2
-
-with fresh dropout masks ``z`` per example.  This is ``1/N`` times the negative ELBO of a
-Bernoulli-dropout variational family under a Gaussian prior ``w_j ~ N(0, s_j^2)``, whose KL term is
-approximately ``sum_j (1 - p) / (2 s_j^2) w_j^2`` up to a constant (Gal & Ghahramani 2016,
-appendix), so the weight decay is::
-
-    lambda_j = (1 - p) / (N s_j^2)
-
-(``p`` the dropout rate; with dropout layers of several rates their mean is used).  ``s_j`` comes
-from the Posterior's :class:`~bnnkit.GaussianPrior` (per-layer ``scales`` included) or, for a bare
-module, from ``prior_scale``; an explicit ``weight_decay`` overrides it with one ``lambda`` for all
-trained parameters.  The factor ``1 - p`` is applied to every trained parameter (a common
-simplification), although strictly it belongs to the weights that act on dropped units only.  For
-a Gaussian likelihood the noise precision ``tau = 1/sigma^2`` enters through ``log p``, so unlike
-a plain squared-error loss no ``tau`` appears in ``lambda``.
+A network with dropout layers is trained with dropout on, with the weight decay that makes its loss
+``1/N`` times the negative ELBO of a Bernoulli-dropout variational family under a Gaussian prior
+(:class:`MCDropout` gives the objective).
 
 Prediction keeps dropout on: ``S`` forward passes, each with one mask drawn for the whole batch
 (one network draw, so ``f_s`` is a function), give the same mixture predictive as posterior draws
@@ -63,6 +47,7 @@ from ..likelihoods import Bernoulli, Categorical, Gaussian, Likelihood
 from ..predict.predictive import ClassificationPredictive, RegressionPredictive
 from ..priors.base import scale_vector
 from ..priors.gaussian import GaussianPrior
+from .kernel import _FALSE, _TRUE, VIInfo  # elbo: -L(w) of the minibatch (~ ELBO / N)
 from .optim import check_fit_options, loss_fit_start, loss_fit_step
 
 SUPPORTED = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d)
@@ -70,7 +55,27 @@ SUPPORTED = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d)
 
 @dataclass(frozen=True)
 class MCDropout:
-    """MC dropout training (see the module doc for the objective and the weight-decay mapping).
+    """MC dropout training: the objective and its weight decay.
+
+    A network with dropout layers is trained with dropout on, minimising per data point (Adam, one
+    minibatch ``B`` of ``M`` of the ``N`` rows at a time)::
+
+        L(w) = -(1/M) sum_{i in B} log p(y_i | f(x_i; w, z)) + sum_j (lambda_j / 2) w_j^2
+
+    with fresh dropout masks ``z`` per example.  This is ``1/N`` times the negative ELBO of a
+    Bernoulli-dropout variational family under a Gaussian prior ``w_j ~ N(0, s_j^2)``, whose KL term is
+    approximately ``sum_j (1 - p) / (2 s_j^2) w_j^2`` up to a constant (Gal & Ghahramani 2016,
+    appendix), so the weight decay is::
+
+        lambda_j = (1 - p) / (N s_j^2)
+
+    (``p`` the dropout rate; with dropout layers of several rates their mean is used).  ``s_j`` comes
+    from the Posterior's :class:`~bnnkit.GaussianPrior` (per-layer ``scales`` included) or, for a bare
+    module, from ``prior_scale``; an explicit ``weight_decay`` overrides it with one ``lambda`` for all
+    trained parameters.  The factor ``1 - p`` is applied to every trained parameter (a common
+    simplification), although strictly it belongs to the weights that act on dropped units only.  For
+    a Gaussian likelihood the noise precision ``tau = 1/sigma^2`` enters through ``log p``, so unlike
+    a plain squared-error loss no ``tau`` appears in ``lambda``.
 
     Args:
         p: dropout rate set on every dropout layer of the trained copy; ``None`` keeps the
@@ -186,11 +191,11 @@ class MCDropout:
             x = position.detach().clone()
             return DropoutState(position=x, weights=x, **loss_fit_start(x, lr, self.num_epochs, 2))
 
-        def step(state: DropoutState, batch: Any, gen: torch.Generator) -> tuple[DropoutState, DropoutInfo]:
+        def step(state: DropoutState, batch: Any, gen: torch.Generator) -> tuple[DropoutState, VIInfo]:
             t = int(state.iteration)
             if t >= total:
                 w = state.weights if folds is None else _fold_masks(state.weights, folds, gen)
-                return state._replace(position=w, iteration=state.iteration + 1), DropoutInfo(
+                return state._replace(position=w, iteration=state.iteration + 1), VIInfo(
                     -state.history[-1, 0], state.step_size, _TRUE
                 )
             xb, yb = batch
@@ -204,7 +209,7 @@ class MCDropout:
             # history: the epoch's mean loss and NLL per data point
             x, fields = loss_fit_step(state, state.weights, g, loss, nll, t, (lr, lr_decay, total, per_epoch))
             new = DropoutState(position=x, weights=x, **fields)
-            return new, DropoutInfo(-loss.detach(), new.step_size, _FALSE)
+            return new, VIInfo(-loss.detach(), new.step_size, _FALSE)
 
         return Kernel(init, step, fit_steps=total)
 
@@ -343,15 +348,6 @@ class DropoutState(NamedTuple):
     step_size: Tensor  # the learning rate of the last step
     sums: Tensor  # [2]: this epoch's running mean loss and NLL
     history: Tensor  # [num_epochs, 2]: per-epoch loss and NLL, NaN after
-
-
-class DropoutInfo(NamedTuple):
-    elbo: Tensor  # -L(w) of the step's minibatch (~ ELBO / N); the last epoch's mean for the draws
-    step_size: Tensor
-    collect: Tensor
-
-
-_TRUE, _FALSE = torch.tensor(True), torch.tensor(False)
 
 
 class _FitOnly:

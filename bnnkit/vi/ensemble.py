@@ -11,17 +11,8 @@ members), so :func:`bnnkit.predict.predict` gives the ensemble's predictive (an 
 mixture).  On a convex problem every member reaches the same MAP: a plain ensemble then has no
 spread at all, it only captures the multi-modality of a network's posterior.
 
-``anchored=True``: randomise-then-optimise (Bardsley et al. 2014), the "anchored ensembles" of
-Pearce et al. (2020).  For a Gaussian prior ``N(0, S)`` and a Gaussian likelihood with fixed noise
-``sigma``, member ``k`` draws an anchor ``a_k ~ N(0, S)`` and perturbed targets
-``y~_k = y + sigma * eps_k`` (``eps_k ~ N(0, I)``, drawn once), then maximises::
-
-    J_k(w) = (N / M) sum_{i in B} log N(y~_ki; f(x_i; w), sigma^2) - 1/2 (w - a_k)^T S^-1 (w - a_k)
-
-For a linear-Gaussian model ``f(x; w) = x^T w`` the optimum is
-``w_k = H^-1 (X^T y~_k / sigma^2 + S^-1 a_k)`` with ``H = X^T X / sigma^2 + S^-1``: its mean is the
-posterior mean and its covariance ``H^-1 (X^T X / sigma^2 + S^-1) H^-1 = H^-1`` the posterior
-covariance, so every member is an exact posterior draw.  For a network it is an approximation.
+``anchored=True``: randomise-then-optimise (Bardsley et al. 2014; Pearce et al. 2020), whose
+members are exact posterior draws for a linear-Gaussian model (:class:`DeepEnsemble`).
 
 The members are the chains of a kernel (:meth:`DeepEnsemble.build`) that the driver runs as ``K``
 vectorised chains: one ``[K, D]`` state, the losses through ``torch.func.vmap`` (a plain loop over
@@ -51,6 +42,7 @@ from ..core.types import Kernel
 from ..likelihoods.gaussian import Gaussian
 from ..priors.base import scale_vector
 from ..priors.gaussian import GaussianPrior
+from .kernel import _FALSE, _TRUE
 from .optim import adam_start, adam_update, batches_per_epoch, check_fit_options, scheduled_lr
 
 INITS = ("module", "prior")
@@ -58,7 +50,19 @@ INITS = ("module", "prior")
 
 @dataclass(frozen=True)
 class DeepEnsemble:
-    """Ensemble of MAP fits; ``anchored=True`` for randomise-then-optimise (see the module doc).
+    """Ensemble of MAP fits; ``anchored=True`` for randomise-then-optimise.
+
+    ``anchored=True``: randomise-then-optimise (Bardsley et al. 2014), the "anchored ensembles" of
+    Pearce et al. (2020).  For a Gaussian prior ``N(0, S)`` and a Gaussian likelihood with fixed noise
+    ``sigma``, member ``k`` draws an anchor ``a_k ~ N(0, S)`` and perturbed targets
+    ``y~_k = y + sigma * eps_k`` (``eps_k ~ N(0, I)``, drawn once), then maximises::
+
+        J_k(w) = (N / M) sum_{i in B} log N(y~_ki; f(x_i; w), sigma^2) - 1/2 (w - a_k)^T S^-1 (w - a_k)
+
+    For a linear-Gaussian model ``f(x; w) = x^T w`` the optimum is
+    ``w_k = H^-1 (X^T y~_k / sigma^2 + S^-1 a_k)`` with ``H = X^T X / sigma^2 + S^-1``: its mean is the
+    posterior mean and its covariance ``H^-1 (X^T X / sigma^2 + S^-1) H^-1 = H^-1`` the posterior
+    covariance, so every member is an exact posterior draw.  For a network it is an approximation.
 
     Args:
         num_members: K, the number of members.
@@ -126,25 +130,14 @@ class DeepEnsemble:
                 "an anchored ensemble's anchors and perturbed targets are part of its objective: run it with "
                 "DeepEnsemble(anchored=True).fit(posterior, data), which draws them from the seed."
             )
-        inv_var = None
-        if anchors is not None:
-            prior: GaussianPrior = posterior.prior  # type: ignore[assignment]
-            s = scale_vector(posterior.view, prior.scale, prior.scales)
-            inv_var = 1.0 / (s * s)
-        loss_fn = _MemberLoss(posterior, inv_var)
+        loss_fn = _MemberLoss(posterior, None if anchors is None else _prior_precision(posterior))
         num_data = posterior.num_data
         per_epoch = batches_per_epoch(self.batch_size, num_data)
         total = self.num_epochs * per_epoch
         lr, decay = self.lr, self.lr_decay
 
         def init(position: Tensor, batch: Any) -> EnsembleState:
-            x = position.detach().clone()
-            return EnsembleState(
-                position=x,
-                **adam_start(x, lr),
-                loss=torch.zeros((), dtype=x.dtype, device=x.device),
-                history=torch.full((self.num_epochs,), math.nan, dtype=x.dtype, device=x.device),
-            )
+            return _start(position, lr, self.num_epochs)
 
         def step(
             state: EnsembleState, batch: Any, gen: torch.Generator
@@ -156,18 +149,7 @@ class DeepEnsemble:
                 info = EnsembleInfo(-state.loss.expand(k) if stacked else -state.loss, state.step_size, _TRUE)
                 return state._replace(iteration=state.iteration + 1), info
             w = state.position if stacked else state.position[None]
-            xb, yb = batch[0], batch[1]
-            x_batched = stacked and _chain_batched(xb, yb, k)
-            if not x_batched:  # one member, or members sharing a full batch: give them a chain axis
-                xb, yb = xb.expand(k, *xb.shape), yb.expand(k, *yb.shape)
-                rows_idx = batch[2].expand(k, *batch[2].shape) if len(batch) > 2 else None
-            else:
-                rows_idx = batch[2] if len(batch) > 2 else None
-            if noisy is not None:
-                if rows_idx is None:
-                    raise BnnkitError("an anchored ensemble's data must carry each row's index (see fit).")
-                mine = noisy if stacked else noisy[:1]
-                yb = mine.gather(1, rows_idx)
+            xb, yb = _member_batch(batch, stacked, k, noisy)
             m = int(xb.shape[1])
             n = num_data if num_data is not None else m
             member_anchors = None if anchors is None else (anchors if stacked else anchors[:1])
@@ -176,23 +158,11 @@ class DeepEnsemble:
                 losses = loss_fn(wg, xb, yb, member_anchors, n / m, n, True, True)
                 (g,) = torch.autograd.grad(losses.sum(), wg)
             lr_t = scheduled_lr(lr, decay, t, total)
-            x, mo, v, s = adam_update(
-                w,
-                g,
-                _stacked(state.exp_avg, stacked),
-                _stacked(state.exp_avg_sq, stacked),
-                state.adam_step,
-                lr_t,
-            )
+            moments = _stacked(state.exp_avg, stacked), _stacked(state.exp_avg_sq, stacked)
+            x, mo, v, s = adam_update(w, g, *moments, state.adam_step, lr_t)
             if not stacked:
                 x, mo, v = x[0], mo[0], v[0]
-            epoch_loss = state.loss + losses.detach().mean() / per_epoch
-            history, running = state.history, epoch_loss
-            if (t + 1) % per_epoch == 0:  # the epoch's mean loss into the history; the next starts at 0
-                history = history.clone()
-                history[t // per_epoch] = epoch_loss
-                if t + 1 < total:  # (the last epoch's stays: the draws report it)
-                    running = torch.zeros_like(epoch_loss)
+            history, running = _epoch_loss(state, losses, t, per_epoch, total)
             new = EnsembleState(
                 position=x,
                 exp_avg=mo,
@@ -399,9 +369,6 @@ class EnsembleInfo(NamedTuple):
     collect: Tensor
 
 
-_TRUE, _FALSE = torch.tensor(True), torch.tensor(False)
-
-
 class _Anchored:
     """A DeepEnsemble with the anchors and perturbed targets :meth:`DeepEnsemble.fit` drew."""
 
@@ -419,8 +386,60 @@ class _Anchored:
         return self.ensemble.build(target, model, anchors=self.anchors, noisy=self.noisy)
 
 
+def _start(position: Tensor, lr: float, num_epochs: int) -> EnsembleState:
+    """The members' state before their first step: at ``position``, Adam's moments at 0."""
+    x = position.detach().clone()
+    return EnsembleState(
+        position=x,
+        **adam_start(x, lr),
+        loss=torch.zeros((), dtype=x.dtype, device=x.device),
+        history=torch.full((num_epochs,), math.nan, dtype=x.dtype, device=x.device),
+    )
+
+
+def _prior_precision(posterior: Posterior) -> Tensor:
+    """The Gaussian prior's precision per parameter, ``1 / s^2`` (an anchored ensemble's penalty)."""
+    prior: GaussianPrior = posterior.prior  # type: ignore[assignment]
+    s = scale_vector(posterior.view, prior.scale, prior.scales)
+    return 1.0 / (s * s)
+
+
 def _stacked(t: Tensor, stacked: bool) -> Tensor:
     return t if stacked else t[None]
+
+
+def _member_batch(batch: Any, stacked: bool, k: int, noisy: Tensor | None) -> tuple[Tensor, Tensor]:
+    """Each member's inputs and targets ``[K, M, ...]``: its own minibatch, or the shared batch
+    given a chain axis; an anchored ensemble's targets are its perturbed ones at the batch's rows."""
+    xb, yb = batch[0], batch[1]
+    x_batched = stacked and _chain_batched(xb, yb, k)
+    if not x_batched:  # one member, or members sharing a full batch: give them a chain axis
+        xb, yb = xb.expand(k, *xb.shape), yb.expand(k, *yb.shape)
+        rows_idx = batch[2].expand(k, *batch[2].shape) if len(batch) > 2 else None
+    else:
+        rows_idx = batch[2] if len(batch) > 2 else None
+    if noisy is not None:
+        if rows_idx is None:
+            raise BnnkitError("an anchored ensemble's data must carry each row's index (see fit).")
+        mine = noisy if stacked else noisy[:1]
+        yb = mine.gather(1, rows_idx)
+    return xb, yb
+
+
+def _epoch_loss(
+    state: EnsembleState, losses: Tensor, t: int, per_epoch: int, total: int
+) -> tuple[Tensor, Tensor]:
+    """The loss history and the epoch's running mean loss after step ``t``: at an epoch's end its
+    mean loss goes into the history and the next epoch's starts at 0 (the last epoch's stays:
+    the draws report it)."""
+    epoch_loss = state.loss + losses.detach().mean() / per_epoch
+    history, running = state.history, epoch_loss
+    if (t + 1) % per_epoch == 0:
+        history = history.clone()
+        history[t // per_epoch] = epoch_loss
+        if t + 1 < total:
+            running = torch.zeros_like(epoch_loss)
+    return history, running
 
 
 def _chain_batched(xb: Tensor, yb: Tensor, k: int) -> bool:

@@ -59,9 +59,11 @@ class VIState(NamedTuple):
 
 
 class VIInfo(NamedTuple):
+    """What a step of a fitting kernel reports (mean-field VI, MC dropout, Bayesian layers)."""
+
     elbo: Tensor  # the step's objective estimate (fit) or the fitted one (draws)
     step_size: Tensor
-    collect: Tensor  # bool: a draw from q the driver keeps
+    collect: Tensor  # bool (_TRUE, _FALSE): a draw the driver keeps
 
 
 Objective = Callable[[Tensor, Tensor, Batch, torch.Generator, int], tuple[Tensor, Tensor, Tensor, Tensor]]
@@ -111,17 +113,10 @@ def mean_field_kernel(
             elbo=torch.zeros((), dtype=mu.dtype, device=mu.device),
         )
 
-    def draw(state: VIState, t: int, gen: torch.Generator) -> tuple[VIState, VIInfo]:
-        mu, rho = state.params[0], state.params[1]
-        eps = torch.randn(mu.shape, generator=gen, dtype=mu.dtype, device=mu.device)
-        w = torch.addcmul(mu, F.softplus(rho), eps)
-        new = state._replace(position=w, iteration=state.iteration + 1)
-        return new, VIInfo(state.elbo, state.step_size, _TRUE)
-
     def step(state: VIState, batch: Batch, gen: torch.Generator) -> tuple[VIState, VIInfo]:
         t = int(state.iteration)
         if t >= total:
-            return draw(state, t, gen)
+            return _draw(state, gen)
         if patience is not None and bool(state.stopped):  # early-stopped: the fit's last steps idle
             return state._replace(iteration=state.iteration + 1), VIInfo(state.elbo, state.step_size, _FALSE)
         params = state.params
@@ -144,34 +139,55 @@ def mean_field_kernel(
             epoch_sums=sums,
         )
         if (t + 1) % batches_per_epoch == 0:
-            new = end_epoch(new, t // batches_per_epoch, gen)
+            new = _end_epoch(
+                new, t // batches_per_epoch, gen, summarise, num_columns, validation, patience, num_epochs
+            )
         return new, VIInfo(elbo.detach(), new.step_size, _FALSE)
 
-    def end_epoch(state: VIState, epoch: int, gen: torch.Generator) -> VIState:
-        row = summarise(state.epoch_sums)
-        history = state.history.clone()
-        history[epoch, :num_columns] = row
-        new = state._replace(history=history, epoch_sums=torch.zeros_like(state.epoch_sums), elbo=row[0])
-        if not math.isfinite(float(row[0])):  # the driver stops on it; say so in the history too
-            return new
-        if validation is not None:
-            with torch.no_grad():
-                val = validation(new.params[0], new.params[1], gen)
-            history[epoch, num_columns] = val
-            if float(val) < float(new.best_val) - 1e-6:
-                new = new._replace(
-                    best_val=val, best_params=new.params.clone(), bad_epochs=new.bad_epochs * 0
-                )
-            else:
-                new = new._replace(bad_epochs=new.bad_epochs + 1)
-            if patience is not None and int(new.bad_epochs) >= patience:
-                new = new._replace(stopped=_TRUE)
-        last = epoch == num_epochs - 1 or bool(new.stopped)
-        if last and patience is not None and math.isfinite(float(new.best_val)):
-            new = new._replace(params=new.best_params.clone(), position=new.best_params[0].clone())
-        return new
-
     return Kernel(init, step, fit_steps=total)
+
+
+def _draw(state: VIState, gen: torch.Generator) -> tuple[VIState, VIInfo]:
+    """A draw step: ``position = mu + softplus(rho) * eps``, ``eps ~ N(0, I)`` from ``gen``."""
+    mu, rho = state.params[0], state.params[1]
+    eps = torch.randn(mu.shape, generator=gen, dtype=mu.dtype, device=mu.device)
+    w = torch.addcmul(mu, F.softplus(rho), eps)
+    new = state._replace(position=w, iteration=state.iteration + 1)
+    return new, VIInfo(state.elbo, state.step_size, _TRUE)
+
+
+def _end_epoch(
+    state: VIState,
+    epoch: int,
+    gen: torch.Generator,
+    summarise: Callable[[Tensor], Tensor],
+    num_columns: int,
+    validation: Callable[[Tensor, Tensor, torch.Generator], Tensor] | None,
+    patience: int | None,
+    num_epochs: int,
+) -> VIState:
+    """The epoch's summed records into its history row, then the validation NLL's early stopping;
+    the best parameters restored after the fit's last epoch."""
+    row = summarise(state.epoch_sums)
+    history = state.history.clone()
+    history[epoch, :num_columns] = row
+    new = state._replace(history=history, epoch_sums=torch.zeros_like(state.epoch_sums), elbo=row[0])
+    if not math.isfinite(float(row[0])):  # the driver stops on it; say so in the history too
+        return new
+    if validation is not None:
+        with torch.no_grad():
+            val = validation(new.params[0], new.params[1], gen)
+        history[epoch, num_columns] = val
+        if float(val) < float(new.best_val) - 1e-6:
+            new = new._replace(best_val=val, best_params=new.params.clone(), bad_epochs=new.bad_epochs * 0)
+        else:
+            new = new._replace(bad_epochs=new.bad_epochs + 1)
+        if patience is not None and int(new.bad_epochs) >= patience:
+            new = new._replace(stopped=_TRUE)
+    last = epoch == num_epochs - 1 or bool(new.stopped)
+    if last and patience is not None and math.isfinite(float(new.best_val)):
+        new = new._replace(params=new.best_params.clone(), position=new.best_params[0].clone())
+    return new
 
 
 def elbo_kernel(

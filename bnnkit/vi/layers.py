@@ -54,6 +54,7 @@ from ..core.types import Batch, Kernel
 from ..likelihoods import Likelihood
 from ..predict.predictive import ClassificationPredictive, RegressionPredictive
 from .dropout import predictive_from_outputs
+from .kernel import _FALSE, _TRUE, VIInfo  # elbo: -loss (the ELBO per data point)
 from .kl import gaussian_kl
 from .meanfield import inverse_softplus
 from .optim import batches_per_epoch, check_fit_options, loss_fit_start, loss_fit_step
@@ -309,15 +310,6 @@ class LayersState(NamedTuple):
     history: Tensor  # [num_epochs, 3]: per-epoch loss, NLL and the last step's KL, NaN after
 
 
-class LayersInfo(NamedTuple):
-    elbo: Tensor  # -loss of the step (the negative ELBO per data point, negated)
-    step_size: Tensor
-    collect: Tensor
-
-
-_TRUE, _FALSE = torch.tensor(True), torch.tensor(False)
-
-
 class LayersObjective:
     """The model a :class:`LayersELBO` kernel trains: a module of Bayesian layers, its likelihood
     and the data size ``N``; as a log density over the module's parameters it is ``-N`` times
@@ -402,10 +394,10 @@ class LayersELBO:
             x = position.detach().clone()
             return LayersState(position=x, **loss_fit_start(x, lr, self.num_epochs, 3))
 
-        def step(state: LayersState, batch: Batch, gen: torch.Generator) -> tuple[LayersState, LayersInfo]:
+        def step(state: LayersState, batch: Batch, gen: torch.Generator) -> tuple[LayersState, VIInfo]:
             t = int(state.iteration)
             if t >= total:
-                info = LayersInfo(-state.history[-1, 0], state.step_size, _TRUE)
+                info = VIInfo(-state.history[-1, 0], state.step_size, _TRUE)
                 return state._replace(iteration=state.iteration + 1), info
             saved = [(layer.generator, layer.training) for layer in layers]
             try:
@@ -426,7 +418,7 @@ class LayersELBO:
                 state, state.position, g, loss, nll, t, schedule, kl.detach().reshape(1)
             )
             new = LayersState(position=x, **fields)
-            return new, LayersInfo(-loss.detach(), new.step_size, _FALSE)
+            return new, VIInfo(-loss.detach(), new.step_size, _FALSE)
 
         return Kernel(init, step, fit_steps=total)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,12 +36,54 @@ def _mean_sd(values: Sequence[float]) -> tuple[float, float | None]:
     return m, math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1))
 
 
+@dataclass(frozen=True)
+class Command:
+    """What a bandit command asks for: its runs, the configuration they share, its command line
+    and the interaction counts ``grid`` at which the curves are kept."""
+
+    methods: tuple[str, ...]
+    patterns: tuple[float, ...]
+    seeds: tuple[int, ...]
+    steps: int
+    quick: bool
+    cfg: dict[str, Any]
+    overrides: dict[str, Any]
+    line: str
+    grid: list[int]
+
+
 def _report(
-    runs, methods, patterns, seeds, steps, quick, cfg, overrides, cmd, grid, wall, reused, source
+    command: Command, runs: list[dict[str, Any]], wall: float, reused: int, source: Path
 ) -> dict[str, Any]:
+    """The JSON report of ``runs`` (its ``markdown`` the table of ``bandit.md``)."""
+    summary = _summary(command, runs)
+    return {
+        "benchmark": "mushroom_bandit",
+        "command": command.line,
+        "config_overrides": command.overrides,
+        "quick": command.quick,
+        "methods": list(command.methods),
+        "patterns": list(command.patterns),
+        "seeds": list(command.seeds),
+        "steps": command.steps,
+        "protocol": _protocol(command.cfg),
+        "summary": summary,
+        "curve_interactions": command.grid,
+        "runs": runs,
+        "wall_clock_seconds": wall,
+        "runs_reused": reused,
+        "run_seconds_total": sum(r["seconds"] for r in runs),
+        "torch_threads": torch.get_num_threads(),
+        "markdown": _markdown(command, summary, runs, wall, reused, source),
+    }
+
+
+def _summary(command: Command, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per pattern and method: the final regrets' mean, sd and range over seeds, and the timings
+    (None where no run is there)."""
     summary: dict[str, Any] = {}
-    for p in patterns:
-        for m in methods:
+    for p in command.patterns:
+        for m in command.methods:
             sel = [r for r in runs if r["method"] == m and r["pattern"] == p]
             if not sel:  # rebuilt from a record file that lacks these runs
                 summary.setdefault(f"{p:g}", {})[m] = None
@@ -57,6 +100,12 @@ def _report(
                 "seconds_mean": _mean_sd([r["seconds"] for r in sel])[0],
                 "ms_per_interaction_mean": _mean_sd([r["ms_per_interaction"] for r in sel])[0],
             }
+    return summary
+
+
+def _markdown(command: Command, summary: dict[str, Any], runs, wall: float, reused: int, source: Path) -> str:
+    """``bandit.md``: the table of final expected regrets, with the command and the timings."""
+    seeds, patterns, methods = command.seeds, command.patterns, command.methods
 
     def cell(s: dict | None) -> str:
         if s is None:
@@ -65,15 +114,16 @@ def _report(
         text = f"{m:.0f}" if sd is None else f"{m:.0f} +- {sd:.0f}"
         return text if len(s["seeds"]) == len(seeds) else f"{text} (n = {len(s['seeds'])})"
 
+    overrides = command.overrides
     lines = [
-        f"# Mushroom contextual bandit ({'quick mode: a smoke test, not results' if quick else 'Blundell et al. protocol'})",
+        f"# Mushroom contextual bandit ({'quick mode: a smoke test, not results' if command.quick else 'Blundell et al. protocol'})",
         "",
-        f"Command: `{cmd}`"
+        f"Command: `{command.line}`"
         + (f" with config overrides `{json.dumps(overrides)}`" if overrides else "")
         + ".",
         f"Seeds {_fmt_list(seeds)} (one run per seed; the seed fixes the mushroom sequence, the poison",
         "outcomes, the initial weights and the agent's random numbers). Cells: cumulative *expected* regret",
-        f"after {steps} interactions (E[oracle reward] - E[reward of the chosen action], summed), mean +- sd",
+        f"after {command.steps} interactions (E[oracle reward] - E[reward of the chosen action], summed), mean +- sd",
         "over seeds. The oracle eats exactly the edible mushrooms. Lower is better.",
         "",
         "| method | " + " | ".join(f"p = {p:g}" for p in patterns) + " |",
@@ -102,7 +152,12 @@ def _report(
         "Protocol choices (bnnkit's where the paper is silent): `protocol` in `bandit.json` and the docstring of",
         "`bnnkit.bench.bandit`.",
     ]
-    protocol = {
+    return "\n".join(lines) + "\n"
+
+
+def _protocol(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The configuration and the protocol's rules in words, as ``bandit.json`` states them."""
+    return {
         **cfg,
         "reward_rule": "eat edible +5; eat poisonous -35 with probability p, else +5; reject 0",
         "oracle": "eats exactly the edible mushrooms",
@@ -139,25 +194,6 @@ def _report(
         "make_generator(seed, 2 + index of the method in METHODS); initial weights: PyTorch's default init "
         "under the global CPU RNG seeded with seed, in a fork (global_rng_seeded(seed))",
         "band": "min-max over seeds",
-    }
-    return {
-        "benchmark": "mushroom_bandit",
-        "command": cmd,
-        "config_overrides": overrides,
-        "quick": quick,
-        "methods": list(methods),
-        "patterns": list(patterns),
-        "seeds": list(seeds),
-        "steps": steps,
-        "protocol": protocol,
-        "summary": summary,
-        "curve_interactions": grid,
-        "runs": runs,
-        "wall_clock_seconds": wall,
-        "runs_reused": reused,
-        "run_seconds_total": run_seconds,
-        "torch_threads": torch.get_num_threads(),
-        "markdown": "\n".join(lines) + "\n",
     }
 
 

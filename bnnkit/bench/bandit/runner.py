@@ -39,7 +39,7 @@ from .protocol import (
     realised_rewards,
 )
 from .records import _public, _same_run
-from .report import _curve_index, _fmt_list, _plot, _report
+from .report import Command, _curve_index, _fmt_list, _plot, _report
 
 
 # ---------------------------------------------------------------------------- one run
@@ -204,9 +204,41 @@ def run_bandit(
     e.g. ``bnnkit bench bandit --methods sgld,... --patterns 0.4,0.5,0.6 --seeds 0,1,2 --steps
     10000``, reproduces every number (with the default config).
     """
-    from ... import __version__
     from ...data.mushroom import load_mushroom
 
+    command = _command(methods, patterns, seeds, steps, quick, config)
+    if from_runs is not None and resume:
+        raise BnnkitError(
+            "from_runs rebuilds the report and plays nothing, resume plays the missing runs: pass one."
+        )
+    marks = (RUNS_FILE, RUNS_FILE.removesuffix(".jsonl") + ".previous.jsonl", "bandit.json")
+    out = output_folder(out, marks, "bnnkit bench bandit")
+    contexts, edible = load_mushroom(root)
+    runs_path = out / RUNS_FILE
+    source = Path(from_runs) if from_runs is not None else runs_path
+    stored = _stored_runs(source, runs_path, from_runs is not None, resume, log)
+    t_all = time.perf_counter()
+    runs, missing, reused = _play_all(
+        command, stored, from_runs is None, contexts, edible, runs_path, progress, log
+    )
+    if reused:
+        log(f"{source}: reused {reused} of the {len(runs)} runs")
+    if missing:
+        log(
+            f"{source}: holds no run of this command for {len(missing)} of the requested: {', '.join(missing)}"
+        )
+    if not runs:
+        raise BnnkitError(
+            f"{source} holds no run of methods {list(command.methods)}, patterns {list(command.patterns)}, seeds "
+            f"{list(command.seeds)} with {command.steps} interactions and this configuration; check the arguments."
+        )
+    report = _report(command, runs, time.perf_counter() - t_all, reused, source)
+    _write_report(out, report, runs, command)
+    return report
+
+
+def _command(methods, patterns, seeds, steps, quick: bool, config: dict[str, Any] | None) -> Command:
+    """The command's runs and configuration, with the quick mode's defaults, checked."""
     if patterns is None:
         patterns = QUICK_PATTERNS if quick else PATTERNS
     if seeds is None:
@@ -221,63 +253,64 @@ def run_bandit(
         if k not in DEFAULTS:
             raise BnnkitError(f"unknown config key {k!r}; keys are: {', '.join(DEFAULTS)}.")
     cfg = plain_config(quick, overrides)
-
-    if from_runs is not None and resume:
-        raise BnnkitError(
-            "from_runs rebuilds the report and plays nothing, resume plays the missing runs: pass one."
-        )
-    marks = (RUNS_FILE, RUNS_FILE.removesuffix(".jsonl") + ".previous.jsonl", "bandit.json")
-    out = output_folder(out, marks, "bnnkit bench bandit")
-    contexts, edible = load_mushroom(root)
-    cmd = command_line(methods, patterns, seeds, steps, quick)
+    line = command_line(methods, patterns, seeds, steps, quick)
     grid = _curve_index(steps, cfg["curve_points"])
-    record_cfg = json.loads(json.dumps(cfg))  # as a record file gives it back, for the comparison
-    base = json.loads(json.dumps(plain_config(quick)))
-    runs_path = out / RUNS_FILE
-    source = Path(from_runs) if from_runs is not None else runs_path
-    stored: list[dict[str, Any]] = []
-    if from_runs is not None:
+    return Command(methods, patterns, seeds, steps, quick, cfg, overrides, line, grid)
+
+
+def _stored_runs(
+    source: Path, runs_path: Path, rebuild: bool, resume: bool, log: Callable[[str], None]
+) -> list[dict[str, Any]]:
+    """The records a command reuses: all of ``source`` when it rebuilds the report, those already
+    in ``runs_path`` when it resumes; otherwise none, and ``runs_path`` starts afresh."""
+    if rebuild:
         if not source.is_file():
             raise BnnkitError(
                 f"{source} does not exist; pass the {RUNS_FILE} that a `bnnkit bench bandit` run wrote."
             )
-        stored = read_records(source, log)
-    elif resume and runs_path.is_file():
+        return read_records(source, log)
+    if resume and runs_path.is_file():
         stored = read_records(runs_path, log)
         runs_path.write_text("".join(json.dumps(r) + "\n" for r in stored))  # drop a line cut short
-    else:
-        start_records(runs_path, log)
+        return stored
+    start_records(runs_path, log)
+    return []
+
+
+def _play_all(
+    command: Command,
+    stored: list[dict[str, Any]],
+    play_missing: bool,
+    contexts: Tensor,
+    edible: Tensor,
+    runs_path: Path,
+    progress: bool,
+    log: Callable[[str], None],
+) -> tuple[list[dict[str, Any]], list[str], int]:
+    """Every requested run: reused from ``stored``, else played (and recorded as it finishes) or,
+    when ``play_missing`` is false, listed as missing; returns the runs, the missing ones and how
+    many were reused."""
+    from ... import __version__
+
+    record_cfg = json.loads(json.dumps(command.cfg))  # as a record file gives it back, for the comparison
+    base = json.loads(json.dumps(plain_config(command.quick)))
     runs: list[dict[str, Any]] = []
     missing: list[str] = []
     reused = 0
-    t_all = time.perf_counter()
-    for p in patterns:
-        for method in methods:
-            for seed in seeds:
+    for p in command.patterns:
+        for method in command.methods:
+            for seed in command.seeds:
                 # a later line for the same run (a rerun) supersedes an earlier one
-                found = [r for r in stored if _same_run(r, method, p, seed, steps, record_cfg, base)]
+                found = [r for r in stored if _same_run(r, method, p, seed, command.steps, record_cfg, base)]
                 if found:
                     runs.append(_public(found[-1]))
                     reused += 1
                     continue
-                if from_runs is not None:
+                if not play_missing:
                     missing.append(f"{method} p={p:g} seed {seed}")
                     continue
-                res = play(method, contexts, edible, p, steps, seed, cfg, progress)
-                cum = res["cumulative_regret"]
-                run = {
-                    "method": method,
-                    "pattern": p,
-                    "seed": seed,
-                    "final_expected_regret": float(cum[-1]),
-                    "final_realised_regret": res["realised_regret"],
-                    "poisonous_eaten": res["poisonous_eaten"],
-                    "edible_rejected": res["edible_rejected"],
-                    "seconds": res["seconds"],
-                    "ms_per_interaction": 1e3 * res["seconds"] / steps,
-                    "steps": steps,
-                    "curve": [float(cum[i - 1]) for i in grid],
-                }
+                res = play(method, contexts, edible, p, command.steps, seed, command.cfg, progress)
+                run = _run_row(method, p, seed, command, res)
                 append_record(
                     runs_path,
                     {**run, "config": record_cfg, "protocol": PROTOCOL, "bnnkit_version": __version__},
@@ -289,21 +322,29 @@ def run_bandit(
                     f"rejected {run['edible_rejected']} edible) {res['seconds']:.1f} s "
                     f"({run['ms_per_interaction']:.2f} ms/interaction)"
                 )
-    if reused:
-        log(f"{source}: reused {reused} of the {len(runs)} runs")
-    if missing:
-        log(
-            f"{source}: holds no run of this command for {len(missing)} of the requested: {', '.join(missing)}"
-        )
-    if not runs:
-        raise BnnkitError(
-            f"{source} holds no run of methods {list(methods)}, patterns {list(patterns)}, seeds "
-            f"{list(seeds)} with {steps} interactions and this configuration; check the arguments."
-        )
-    wall = time.perf_counter() - t_all
-    report = _report(
-        runs, methods, patterns, seeds, steps, quick, cfg, overrides, cmd, grid, wall, reused, source
-    )
+    return runs, missing, reused
+
+
+def _run_row(method: str, p: float, seed: int, command: Command, res: dict[str, Any]) -> dict[str, Any]:
+    """A played run as the report and the record file hold it (its curve at ``command.grid``)."""
+    cum = res["cumulative_regret"]
+    return {
+        "method": method,
+        "pattern": p,
+        "seed": seed,
+        "final_expected_regret": float(cum[-1]),
+        "final_realised_regret": res["realised_regret"],
+        "poisonous_eaten": res["poisonous_eaten"],
+        "edible_rejected": res["edible_rejected"],
+        "seconds": res["seconds"],
+        "ms_per_interaction": 1e3 * res["seconds"] / command.steps,
+        "steps": command.steps,
+        "curve": [float(cum[i - 1]) for i in command.grid],
+    }
+
+
+def _write_report(out: Path, report: dict[str, Any], runs: list[dict[str, Any]], command: Command) -> None:
+    """``bandit.json``, ``bandit.csv``, ``bandit.md`` and a plot per pattern in ``out``."""
     (out / "bandit.json").write_text(json.dumps(report, indent=2, default=float))
     with (out / "bandit.csv").open("w", newline="") as f:
         rows = [{k: v for k, v in r.items() if k != "curve"} for r in runs]
@@ -312,10 +353,11 @@ def run_bandit(
         w.writeheader()
         w.writerows(rows)
     (out / "bandit.md").write_text(report["markdown"])
-    for p in patterns:
-        curves = {m: [r["curve"] for r in runs if r["method"] == m and r["pattern"] == p] for m in methods}
-        _plot(out / f"bandit_p{p:g}.png", p, curves, grid, seeds, cmd)
-    return report
+    for p in command.patterns:
+        runs_at = {
+            m: [r["curve"] for r in runs if r["method"] == m and r["pattern"] == p] for m in command.methods
+        }
+        _plot(out / f"bandit_p{p:g}.png", p, runs_at, command.grid, command.seeds, command.line)
 
 
 def _bar(total: int, desc: str, progress: bool):
