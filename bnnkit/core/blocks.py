@@ -89,8 +89,8 @@ def build_block_kernel(
             "fused= compiles the block as one scan over its steps, which needs a plain bnnkit.Posterior (no "
             "learnt noise or prior scale, not data-parallel) whose network has no buffers (e.g. batch-norm "
             "statistics) and no dropout in training mode, or a log density; for this posterior each block "
-            "length would compile an unrolled loop of its own. Use compile=True, or "
-            "bnnkit.sgmcmc.Fused(..., loop='unroll') with a short fixed block."
+            "length would compile an unrolled loop of its own. Use compile=True (the gradient compiled, "
+            "steps in Python) or run step at a time."
         )
     return kernel
 

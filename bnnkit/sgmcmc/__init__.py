@@ -6,7 +6,7 @@ All run through :func:`bnnkit.sample` with a minibatch stream as ``data``
 """
 
 from .adaptive import AdaptiveSGHMC
-from .fused import Fused, FusedKernel, run_fused
+from .fused import Fused, FusedKernel
 from .psgld import PreconditionedSGLD
 from .schedules import Constant, CosineCycle, PolynomialDecay
 from .sghmc import SGHMC, CyclicalSGHMC
@@ -16,7 +16,6 @@ __all__ = [
     "AdaptiveSGHMC",
     "Fused",
     "FusedKernel",
-    "run_fused",
     "SGLD",
     "SGHMC",
     "CyclicalSGLD",

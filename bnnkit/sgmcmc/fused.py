@@ -20,8 +20,11 @@ Here the driver-side Python runs once per *block*:
    the scan must be a pure function; for an MLP :class:`~bnnkit.Posterior` it is rebuilt from
    the flat parameters (``F.linear`` + activation per layer, the posterior's own likelihood and
    prior log densities), since the posterior's fast module call swaps parameters into the module
-   (a side effect ``scan`` refuses).  Other posteriors fall back to an unrolled loop
-   (``loop="unroll"``: compile time grows with ``T``, keep blocks short).
+   (a side effect ``scan`` refuses); for another network without buffers or dropout in training
+   mode it is a ``torch.func.functional_call`` of the module (:mod:`bnnkit.core.pure`).  Other
+   posteriors fall back to an unrolled loop (``loop="unroll"``: compile time grows with ``T``,
+   keep blocks short), which ``bnnkit.sample(..., fused=...)`` refuses
+   (:func:`bnnkit.core.blocks.build_block_kernel`).
 3. **Thinning after the call.**  The scan returns every step's position ``[T, D]`` and
    log density; the block keeps the rows the caller asks for (``keep``).
 
@@ -35,12 +38,13 @@ Not fused (a :class:`~bnnkit.core.errors.BnnkitError` says so): ``gibbs_every``,
 ``noise_estimate="online"``, ``resample_momentum_every``, a tensor mass, pSGLD's
 ``correction=True``, stochastic gradients (functional priors), other algorithms (NUTS, ...).
 
-Entry points: ``bnnkit.sample(SGLD(...), posterior, data, ..., fused=True)`` (the driver, through
-``SGLD.build_fused`` / ``SGHMC.build_fused`` and :func:`build_fused`; blocks cut at its chunk and
-checkpoint boundaries, see :mod:`bnnkit.core.blocks`), :class:`Fused`
-(``Fused(SGLD(1e-4), block=64).build(target_or_posterior)`` gives a :class:`FusedKernel` whose
-:meth:`FusedKernel.run_block` a driver calls once per block) and :func:`run_fused` (a whole
-single-chain run with the driver's conventions: warm-up, thinning, explicit generator).
+Runs go through the one driver: ``bnnkit.sample(SGLD(...), posterior, data, ..., fused=True)``
+reaches :func:`build_fused` through the algorithm's ``build_fused`` and calls
+:meth:`FusedKernel.run_block` once per block, with the warm-up, thinning, streaming, resume and
+divergence handling of every other run (blocks cut at its chunk and checkpoint boundaries, see
+:mod:`bnnkit.core.blocks`).  :class:`Fused` (``Fused(SGLD(1e-4), block=64).build(posterior)``
+gives a :class:`FusedKernel`) is the kernel on its own, one block per call, as the benchmarks
+time it.
 """
 
 from __future__ import annotations
@@ -53,7 +57,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from ..core.errors import BnnkitError, DivergenceError, check_int_at_least
+from ..core.errors import BnnkitError, check_int_at_least
 from ..core.loop_parts import FullBatch
 from ..core.pure import call_scan, compile_scan, fused_log_prob, leading_finite
 from ..core.types import Batch
@@ -91,14 +95,6 @@ class BlockOutput(NamedTuple):
     num_finite: int  # leading steps whose position and log density are finite (< num_steps: diverged)
     # At the first non-finite step (None if none): its new position, log density and step size.
     first_bad: tuple[Tensor, Tensor, Tensor] | None = None
-
-
-class FusedRun(NamedTuple):
-    """A whole fused run: kept draws ``[num_samples, D]``, their stats, the final state."""
-
-    positions: Tensor
-    stats: dict[str, Tensor]
-    state: Any
 
 
 # --------------------------------------------------------------------------- the algorithms
@@ -548,113 +544,3 @@ def _segments(keys: list) -> list[tuple[int, int]]:
             out.append((a, i))
             a = i
     return out
-
-
-# --------------------------------------------------------------------------- a whole run
-def run_fused(
-    algorithm: Any,
-    posterior: Any,
-    data: Any,
-    *,
-    num_samples: int,
-    generator: torch.Generator,
-    init: Tensor,
-    thin: int = 1,
-    num_warmup: int = 0,
-    block: int = DEFAULT_BLOCK,
-    loop: str = "scan",
-    state: Any = None,
-) -> FusedRun:
-    """One chain of ``algorithm`` run in fused blocks, with :func:`bnnkit.sample`'s conventions.
-
-    As the driver does: the first minibatch is drawn for ``init`` (from ``generator``), then
-    ``num_warmup`` steps are discarded, then every ``thin``-th collectable step is kept until
-    ``num_samples`` draws (steps in a cyclical schedule's exploration stage are not collectable).
-    Given the generator in the state the driver leaves it in after drawing ``init`` (the chain's
-    generator seeded from ``(seed, chain)``), the draws equal ``bnnkit.sample``'s for that chain
-    to float rounding (exactly the same random numbers).  Pass ``state`` (and the generator as it
-    was) to continue a run.
-
-    Args:
-        algorithm: :class:`~bnnkit.sgmcmc.SGLD` / :class:`~bnnkit.sgmcmc.SGHMC` (or a
-            :class:`Fused` wrapping one, whose block and loop then apply).
-        posterior: a :class:`~bnnkit.Posterior` or a :class:`~bnnkit.core.target.Target`.
-        data: a minibatch stream (:class:`bnnkit.data.Minibatches`) or a full batch.
-        init: the flat initial position ``[D]``.
-    """
-    check_int_at_least("num_samples", num_samples, 1)
-    check_int_at_least("thin", thin, 1)
-    check_int_at_least("num_warmup", num_warmup, 0)
-    fused = algorithm if isinstance(algorithm, Fused) else Fused(algorithm, block=block, loop=loop)
-    kernel = fused.build(posterior)
-    stream = data if hasattr(data, "next") else None
-    if state is None:
-        if stream is not None:
-            initial = getattr(stream, "initial_state", None)
-            stream.load_state_dict(initial() if initial is not None else stream.state_dict())
-            first = stream.next(generator)
-        else:
-            first = data
-        state = kernel.init(init.detach().clone(), first)
-    source = stream if stream is not None else data
-    start = int(state.iteration)
-    it = start
-    n_collectable = 0
-    if it > num_warmup:  # continuing: count what was collectable before
-        n_collectable = sum(kernel.collects(num_warmup, it - num_warmup))
-    kept_pos, kept_lp, kept_eps = [], [], []
-    n_kept = n_collectable // thin
-    if n_kept >= num_samples:
-        raise BnnkitError("the given state has already produced num_samples draws.")
-    while n_kept < num_samples:
-        if it < num_warmup:
-            t = min(fused.block, num_warmup - it)
-            out = kernel.run_block(state, source, generator, t)
-            _check_finite(out, it, kept_pos, kept_lp, kept_eps, [])
-            state = out.state
-            it += t
-            continue
-        # Steps until the last draw still needed (a lower bound with a cyclical schedule).
-        need = (num_samples - n_kept) * thin - n_collectable % thin
-        t = min(fused.block, max(need, 1))
-        keep = []
-        for j, c in enumerate(kernel.collects(it, t)):
-            if c:
-                n_collectable += 1
-                if n_collectable % thin == 0 and n_kept + len(keep) < num_samples:
-                    keep.append(j)
-        out = kernel.run_block(state, source, generator, t, keep)
-        _check_finite(out, it, kept_pos, kept_lp, kept_eps, keep)
-        state = out.state
-        it += t
-        n_kept += len(keep)
-        kept_pos.append(out.positions)
-        kept_lp.append(out.log_density)
-        kept_eps.append(out.step_size)
-    stats = {
-        "log_density": torch.cat(kept_lp),
-        "step_size": torch.cat(kept_eps),
-    }
-    return FusedRun(torch.cat(kept_pos), stats, state)
-
-
-def _check_finite(out: BlockOutput, it: int, kept_pos, kept_lp, kept_eps, keep: Sequence[int]) -> None:
-    """Raise :class:`DivergenceError` at a block's first non-finite step, with the finite draws
-    kept before it in ``partial`` (as the step-at-a-time driver does)."""
-    if out.num_finite == out.num_steps:
-        return
-    n_ok = sum(1 for j in keep if j < out.num_finite)
-    positions = torch.cat([*kept_pos, out.positions[:n_ok]])
-    stats = {
-        "log_density": torch.cat([*kept_lp, out.log_density[:n_ok]]),
-        "step_size": torch.cat([*kept_eps, out.step_size[:n_ok]]),
-    }
-    step = it + out.num_finite
-    raise DivergenceError(
-        f"the chain diverged at step {step}: the position or the log density became NaN or infinite; the "
-        f"{len(positions)} draws kept before it are in this error's .partial. Try a step size several times "
-        "smaller.",
-        chains=[0],
-        step=step,
-        partial={0: (positions, stats)},
-    )

@@ -1,8 +1,11 @@
-"""The fused multi-step SG-MCMC loop (bnnkit.sgmcmc.fused).
+"""The fused multi-step SG-MCMC loop (bnnkit.sgmcmc.fused), run through ``bnnkit.sample(..., fused=...)``.
 
-Default run: the block code run step by step (``loop="eager"``) gives bnnkit.sample's draws for
-the same seed (same random numbers, float64 rounding), and its stationary moments on a Gaussian
-target match the exact ones of the discretised dynamics.  Slow: the same with the compiled scan.
+Default run: the block code run step by step (``DEFAULT_LOOP = "eager"``) gives the step-at-a-time
+draws for the same seed (same random numbers, float64 rounding), the same draws bit for bit
+whatever the block length, and the same draws when a streamed run is interrupted and resumed.
+Slow: the same with the compiled scan, and the stationary moments on a Gaussian target against
+the exact ones of the discretised dynamics.  The driver's own block logic (cuts, chunks,
+vectorised chains, ``stop_when``) is tested in ``tests/core/test_driver_fused.py``.
 """
 
 from __future__ import annotations
@@ -12,13 +15,12 @@ import pytest
 import torch
 
 import bnnkit
+import bnnkit.sgmcmc.fused as fused_module
 from bnnkit.bench.models import mlp
-from bnnkit.core.driver import _initial_position
 from bnnkit.core.errors import BnnkitError, DivergenceError
-from bnnkit.core.random import make_generator
 from bnnkit.core.target import as_target
 from bnnkit.data import Minibatches
-from bnnkit.sgmcmc import SGHMC, SGLD, CyclicalSGHMC, CyclicalSGLD, Fused, PreconditionedSGLD, run_fused
+from bnnkit.sgmcmc import SGHMC, SGLD, CyclicalSGHMC, CyclicalSGLD, Fused, PreconditionedSGLD
 
 ALGORITHMS = {
     "sgld": SGLD(1e-3),
@@ -26,6 +28,13 @@ ALGORITHMS = {
     "csgld": CyclicalSGLD(1e-3, cycle_length=10),
     "csghmc": CyclicalSGHMC(1e-2, cycle_length=12, friction=5.0),
 }
+RUN = dict(num_samples=7, thin=3, num_warmup=5, seed=3, progress=False)
+
+
+@pytest.fixture
+def eager(monkeypatch):
+    """``bnnkit.sample(..., fused=...)`` builds the block code run step by step (no compile)."""
+    monkeypatch.setattr(fused_module, "DEFAULT_LOOP", "eager")
 
 
 def _problem():
@@ -38,57 +47,85 @@ def _problem():
     return post, X, y
 
 
-def _compare(alg, loop: str, block: int) -> None:
+def _compare(alg, block: int) -> None:
+    """``fused=block`` against the step-at-a-time run of the same seed."""
     post, X, y = _problem()
-    kw = dict(num_samples=7, thin=3, num_warmup=5)
-    ref = bnnkit.sample(alg, post, Minibatches(X, y, batch_size=16), progress=False, seed=3, **kw)
-    gen = make_generator(3, 0)
-    x0 = _initial_position(post.target(), post, "prior", 0, gen)  # as the driver draws it
-    out = run_fused(
-        alg, post, Minibatches(X, y, batch_size=16), generator=gen, init=x0, block=block, loop=loop, **kw
-    )
-    torch.testing.assert_close(out.positions, ref.positions[0], rtol=1e-10, atol=1e-10)
-    torch.testing.assert_close(out.stats["log_density"], ref.stats["log_density"][0], rtol=1e-10, atol=1e-8)
-    torch.testing.assert_close(out.stats["step_size"], ref.stats["step_size"][0])
+    ref = bnnkit.sample(alg, post, Minibatches(X, y, batch_size=16), **RUN)
+    out = bnnkit.sample(alg, post, Minibatches(X, y, batch_size=16), fused=block, **RUN)
+    assert out.positions.shape == ref.positions.shape == (1, 7, post.target().view.size)
+    torch.testing.assert_close(out.positions, ref.positions, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(out.stats["log_density"], ref.stats["log_density"], rtol=1e-10, atol=1e-8)
+    torch.testing.assert_close(out.stats["step_size"], ref.stats["step_size"])
 
 
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))
 @pytest.mark.parametrize("block", [1, 8])
-def test_eager_block_equals_step_at_a_time(name, block):
-    _compare(ALGORITHMS[name], "eager", block)
+def test_eager_block_equals_step_at_a_time(eager, name, block):
+    _compare(ALGORITHMS[name], block)
 
 
-def test_continue_from_state_equals_one_run():
+def _assert_identical(a, b) -> None:
+    torch.testing.assert_close(a.positions, b.positions, rtol=0, atol=0)
+    assert sorted(a.stats) == sorted(b.stats)
+    for k in a.stats:
+        torch.testing.assert_close(a.stats[k], b.stats[k], rtol=0, atol=0, msg=k)
+
+
+@pytest.mark.parametrize("name", ["sghmc", "csgld"])
+def test_block_length_does_not_change_the_draws(eager, name):
+    """Blocks of 1, 4 or 64 steps draw the same random numbers in the same order: the same chain
+    bit for bit (a cyclical schedule's exploration stages cross the block boundaries)."""
     post, X, y = _problem()
-    gen = make_generator(5, 0)
-    x0 = post.initial_position("prior", gen)
-    g1 = torch.Generator().set_state(gen.get_state())
+    runs = [
+        bnnkit.sample(ALGORITHMS[name], post, Minibatches(X, y, batch_size=16), fused=block, **RUN)
+        for block in (1, 4, 64)
+    ]
+    for other in runs[1:]:
+        _assert_identical(other, runs[0])
+        torch.testing.assert_close(
+            other.final_states[0].position, runs[0].final_states[0].position, rtol=0, atol=0
+        )
+
+
+@pytest.mark.parametrize("stop_after, resume_at", [(1, 2), (4, 11)])
+def test_split_run_equals_one_run(eager, monkeypatch, tmp_path, stop_after, resume_at):
+    """A streamed fused run stopped after ``stop_after`` blocks and resumed (the same call again)
+    continues from its last checkpoint and gives the unsplit run's draws bit for bit.
+
+    A run directory holds its ``num_samples``, so a run is split by an interruption, not by asking
+    for more draws.  Blocks (chunks of 2 draws, thin 2, 3 warm-up steps): [0, 2) [2, 3) of warm-up,
+    each ending at a checkpoint, then [3, 7) [7, 11) [11, 15), each completing a chunk.
+    """
+    post, X, y = _problem()
     alg = SGHMC(1e-2, friction=5.0)
-    whole = run_fused(
-        alg, post, Minibatches(X, y, batch_size=16), num_samples=6, generator=g1, init=x0, loop="eager"
-    )
-    stream = Minibatches(X, y, batch_size=16)
-    g2 = torch.Generator().set_state(gen.get_state())
-    first = run_fused(alg, post, stream, num_samples=2, generator=g2, init=x0, block=5, loop="eager")
-    rest = run_fused(
-        alg, post, stream, num_samples=6, generator=g2, init=x0, block=3, loop="eager", state=first.state
-    )
-    torch.testing.assert_close(torch.cat([first.positions, rest.positions]), whole.positions, rtol=0, atol=0)
+    run = dict(num_samples=6, thin=2, num_warmup=3, chunk_size=2, seed=5, progress=False, fused=5)
+    whole = bnnkit.sample(alg, post, Minibatches(X, y, batch_size=16), **run)
+    run_block = fused_module.FusedKernel.run_block
+    starts: list[int] = []
+    limit = {"calls": stop_after}
+
+    def interrupted(self, state, *args, **kwargs):
+        if len(starts) == limit["calls"]:
+            raise KeyboardInterrupt
+        starts.append(int(state.iteration))
+        return run_block(self, state, *args, **kwargs)
+
+    monkeypatch.setattr(fused_module.FusedKernel, "run_block", interrupted)
+    out = str(tmp_path / "run")
+    with pytest.raises(KeyboardInterrupt):
+        bnnkit.sample(alg, post, Minibatches(X, y, batch_size=16), output=out, **run)
+    assert starts == [0, 2, 3, 7][:stop_after]
+    starts.clear()
+    limit["calls"] = -1  # no more interruptions
+    resumed = bnnkit.sample(alg, post, Minibatches(X, y, batch_size=16), output=out, **run)
+    assert starts[0] == resume_at  # from the last checkpoint, not afresh
+    _assert_identical(resumed, whole)
 
 
-def test_leaves_the_global_rng_alone():
+def test_leaves_the_global_rng_alone(eager):
     post, X, y = _problem()
     before = torch.get_rng_state()
-    gen = torch.Generator().manual_seed(1)
-    run_fused(
-        SGLD(1e-3),
-        post,
-        Minibatches(X, y, batch_size=16),
-        num_samples=3,
-        generator=gen,
-        init=post.initial_position("prior", gen),
-        loop="eager",
-    )
+    bnnkit.sample(SGLD(1e-3), post, Minibatches(X, y, batch_size=16), num_samples=3, fused=4, progress=False)
     assert torch.equal(torch.get_rng_state(), before)
 
 
@@ -105,6 +142,21 @@ def test_unsupported_algorithms_are_refused():
         Fused(SGLD(1e-3), block=0)
     with pytest.raises(BnnkitError, match="loop"):
         Fused(SGLD(1e-3), loop="jit")
+
+
+def test_sample_refuses_the_options_not_fused():
+    """``bnnkit.sample(..., fused=...)`` refuses them before any step, saying to drop ``fused=``."""
+    post, X, y = _problem()
+    kw = dict(num_samples=2, progress=False, fused=True)
+    for alg, what in [
+        (SGHMC(1e-3, resample_momentum_every=10), "resample_momentum_every"),
+        (SGHMC(1e-3, mass=torch.ones(post.target().view.size, dtype=torch.float64)), "tensor mass"),
+        (SGLD(1e-3, gibbs_every=2), "gibbs_every"),
+    ]:
+        with pytest.raises(BnnkitError, match=f"{what}.*without fused="):
+            bnnkit.sample(alg, post, Minibatches(X, y, batch_size=16), **kw)
+    with pytest.raises(BnnkitError, match="thin"):
+        bnnkit.sample(SGLD(1e-3), post, Minibatches(X, y, batch_size=16), thin=0, **kw)
 
 
 # ------------------------------------------------------------------ conjugate Gaussian target
@@ -132,22 +184,22 @@ def _stationary_variance(A: np.ndarray, Q: np.ndarray) -> np.ndarray:
     return S
 
 
-def _moments_check(alg, loop: str, num_samples: int, thin: int, exact_var: float) -> None:
+def _moments_check(alg, num_samples: int, thin: int, exact_var: float) -> None:
+    """Full-batch ``bnnkit.sample(..., fused=50)`` on the Gaussian target from ``mu = 0``."""
     target, y, mean = _gaussian_target()
-    gen = torch.Generator().manual_seed(11)
-    out = run_fused(
+    out = bnnkit.sample(
         alg,
         target,
         y,
         num_samples=num_samples,
         thin=thin,
         num_warmup=200,
-        generator=gen,
-        init=torch.zeros(2, dtype=torch.float64),
-        block=50,
-        loop=loop,
+        seed=11,
+        init={"mu": torch.zeros(2, dtype=torch.float64)},
+        fused=50,
+        progress=False,
     )
-    draws = out.positions
+    draws = out.positions[0]
     # Thinned draws of these fast-mixing chains are close to independent; 5 standard errors.
     se_mean = (exact_var / num_samples) ** 0.5
     assert torch.all((draws.mean(0) - mean).abs() < 5 * se_mean), (draws.mean(0), mean)
@@ -155,12 +207,15 @@ def _moments_check(alg, loop: str, num_samples: int, thin: int, exact_var: float
     assert torch.all((rel - 1).abs() < 5 * (2 / num_samples) ** 0.5), rel
 
 
-# the fused block equals bnnkit.sample draw for draw (fast tests above); the moment checks run with the slow tests
+def _sgld_exact_var(eps: float) -> float:
+    a = 1 - eps * P / 2  # x' = (1 - eps P / 2) x + eps b / 2 + sqrt(eps) xi
+    return eps / (1 - a * a)
+
+
+# the fused block equals the step-at-a-time chain draw for draw (fast tests above); the moment checks run with the slow tests
 @pytest.mark.slow
-def test_sgld_conjugate_gaussian_moments():
-    eps = 0.01  # x' = (1 - eps P / 2) x + eps b / 2 + sqrt(eps) xi
-    a = 1 - eps * P / 2
-    _moments_check(SGLD(eps), "eager", 2000, 5, eps / (1 - a * a))
+def test_sgld_conjugate_gaussian_moments(eager):
+    _moments_check(SGLD(0.01), 2000, 5, _sgld_exact_var(0.01))
 
 
 def _sghmc_exact_var(eps: float, c: float) -> float:
@@ -174,27 +229,24 @@ def _sghmc_exact_var(eps: float, c: float) -> float:
 
 # as above
 @pytest.mark.slow
-def test_sghmc_conjugate_gaussian_moments():
+def test_sghmc_conjugate_gaussian_moments(eager):
     eps, c = 0.02, 14.0
-    _moments_check(SGHMC(eps, friction=c), "eager", 2000, 10, _sghmc_exact_var(eps, c))
+    _moments_check(SGHMC(eps, friction=c), 2000, 10, _sghmc_exact_var(eps, c))
 
 
-def _diverging_run(loop: str, thin: int = 1) -> DivergenceError:
-    """The error of an SGLD run whose step (1.0) is too large for the Gaussian target."""
+def _diverging_run(thin: int = 1) -> DivergenceError:
+    """The error of a fused SGLD run whose step (1.0) is too large for the Gaussian target."""
     target, y, _ = _gaussian_target()
-    gen = torch.Generator().manual_seed(0)
-    init = torch.zeros(2, dtype=torch.float64)
+    init = {"mu": torch.zeros(2, dtype=torch.float64)}
     with pytest.raises(DivergenceError) as err:
-        run_fused(
-            SGLD(1.0), target, y, num_samples=1000, thin=thin, generator=gen, init=init, block=64, loop=loop
-        )
+        bnnkit.sample(SGLD(1.0), target, y, num_samples=1000, thin=thin, init=init, fused=64, progress=False)
     return err.value
 
 
-def test_divergence_raises_with_the_finite_draws():
-    err = _diverging_run("eager")
+def test_divergence_raises_with_the_finite_draws(eager):
+    err = _diverging_run()
     ((positions, stats),) = err.partial.values()
-    assert 0 < err.step < 1000 and len(positions) == err.step
+    assert 64 < err.step < 1000 and len(positions) == err.step  # not in the first block
     assert torch.isfinite(positions).all() and torch.isfinite(stats["log_density"]).all()
 
 
@@ -203,27 +255,29 @@ def test_divergence_raises_with_the_finite_draws():
 @pytest.mark.parametrize("name", ["sgld", "sghmc", "csgld"])
 def test_compiled_scan_equals_step_at_a_time(name):
     torch._dynamo.reset()
-    _compare(ALGORITHMS[name], "scan", 8)
+    _compare(ALGORITHMS[name], 8)
 
 
 @pytest.mark.slow
-def test_compiled_sparse_blocks_find_the_divergence_the_eager_loop_finds():
+def test_compiled_sparse_blocks_find_the_divergence_the_eager_loop_finds(monkeypatch):
     """A block that keeps at most two draws runs the scan that returns sum(w') per step
     (FusedKernel._run_sparse); at a non-finite step it runs the block again with every position
     and reports the same step and kept draws as the eager loop."""
     torch._dynamo.reset()
-    errors = [_diverging_run(loop, thin=40) for loop in ("eager", "scan")]
-    assert errors[0].step == errors[1].step
+    errors = []
+    for loop in ("eager", "scan"):
+        monkeypatch.setattr(fused_module, "DEFAULT_LOOP", loop)
+        errors.append(_diverging_run(thin=40))
+    assert errors[0].step == errors[1].step > 64
     (p0, _), (p1, _) = errors[0].partial[0], errors[1].partial[0]
+    assert len(p0) == errors[0].step // 40 > 0
     torch.testing.assert_close(p1, p0, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.slow
 def test_compiled_scan_conjugate_gaussian():
     torch._dynamo.reset()
-    eps = 0.01
-    a = 1 - eps * P / 2
-    _moments_check(SGLD(eps), "scan", 2000, 5, eps / (1 - a * a))
+    _moments_check(SGLD(0.01), 2000, 5, _sgld_exact_var(0.01))
 
 
 @pytest.mark.slow
