@@ -3,8 +3,10 @@
 The step-at-a-time :class:`~bnnkit.samplers.HMC` kernel runs its ``L`` leapfrog steps and the
 Metropolis test from Python, one transition per driver step.  Here a block of transitions is one
 ``torch.compile``-d ``scan`` (:func:`bnnkit.core.pure.compile_scan`) whose body is a whole
-transition, ``L`` leapfrog steps unrolled inside it.  Per transition, with inverse mass ``M^-1``
-and the transition's step size ``e`` (``e0 (1 + j (2 u - 1))`` with jitter ``j``)::
+transition: the step-at-a-time kernel's own trajectory
+(:func:`~bnnkit.samplers.hamiltonian.hmc_proposal`), ``L`` leapfrog steps unrolled inside it,
+and its Metropolis test.  Per transition, with inverse mass ``M^-1`` and the transition's step
+size ``e`` (``e0 (1 + j (2 u - 1))`` with jitter ``j``)::
 
     p0 = xi / sqrt(M^-1),  xi ~ N(0, I)
     p <- p + (e/2) g(x);  then L times: x <- x + e M^-1 p;  p <- p + e g(x)  (e/2 at the last)
@@ -16,8 +18,9 @@ step-at-a-time kernel draws them, so the fused chain equals the step-at-a-time c
 rounding (the compiled gradient rounds differently) and the explicit-seed contract holds.
 
 What differs from the step-at-a-time kernel: a trajectory whose density becomes non-finite runs
-its ``L`` steps to the end instead of stopping early (it is rejected and marked divergent either
-way; ``num_steps`` reports ``L``).  Warm-up (step size and mass adaptation) runs step at a time in
+its ``L`` steps to the end instead of stopping early (the early stop is a host sync, which the
+compiled scan cannot hold; it is rejected and marked divergent either way; ``num_steps`` reports
+``L``).  Warm-up (step size and mass adaptation) runs step at a time in
 the driver; the block runs with the adapted step size and mass frozen, as sampling does.  Full
 batch only: HMC on minibatches has no valid Metropolis test.
 
@@ -37,6 +40,8 @@ from torch import Tensor
 from ..core.errors import BnnkitError, check_int_at_least
 from ..core.loop_parts import FullBatch
 from ..core.pure import call_scan, compile_scan, leading_finite, transition_log_prob
+from .common import accept_probability
+from .hamiltonian import hmc_proposal, pure_value_and_grad
 
 DEFAULT_LOOP = "scan"  # what bnnkit.sample(..., fused=...) builds (tests switch it to "eager")
 
@@ -53,34 +58,26 @@ class HMCBlockOutput(NamedTuple):
     all_diverging: Tensor | None = None  # [T]: every chain's transition diverged (a stuck chain)
 
 
-def _make_transition(grad_and_value: Callable, num_steps: int, jitter: float, threshold: float) -> Callable:
+def _make_transition(value_and_grad: Callable, num_steps: int, jitter: float, threshold: float) -> Callable:
     """One HMC transition as a pure function ``(carry, xs, batch, eps0, inv_m) -> (carry, ys)``;
-    carry ``(x, lp, g)``, ``xs = (xi, u_jitter, u_accept)``."""
+    carry ``(x, lp, g)``, ``xs = (xi, u_jitter, u_accept)``: the step-at-a-time kernel's
+    trajectory (:func:`~bnnkit.samplers.hamiltonian.hmc_proposal`) and Metropolis test, on
+    uniforms drawn ahead."""
 
     def transition(carry, xs, batch, eps0, inv_m):
         x0, lp0, g0 = carry
         xi, u_jit, u_acc = xs
-        p0 = xi / inv_m.sqrt()
-        eps = eps0 * (1 + jitter * (2 * u_jit - 1)) if jitter > 0 else eps0
-        step = eps.unsqueeze(-1)
-        h0 = -lp0 + 0.5 * (p0 * inv_m * p0).sum(-1)
-        x, p, g, lp = x0, p0 + 0.5 * step * g0, g0, lp0
-        for i in range(num_steps):
-            x = x + step * inv_m * p
-            g, lp = grad_and_value(x, batch)
-            p = p + (step if i < num_steps - 1 else 0.5 * step) * g
-        h1 = -lp + 0.5 * (p * inv_m * p).sum(-1)
-        delta = h1 - h0
-        diverging = ~torch.isfinite(delta) | (delta > threshold)
-        log_alpha = torch.nan_to_num(-delta, nan=-torch.inf)
-        accept_prob = torch.clamp(log_alpha, max=0.0).exp()
+        prop = hmc_proposal(
+            value_and_grad, batch, x0, lp0, g0, xi, u_jit, eps0, inv_m, num_steps, jitter, threshold
+        )
+        accept_prob = accept_probability(-prop.delta)
         accepted = u_acc < accept_prob
         a = accepted.unsqueeze(-1)
-        x_new = torch.where(a, x, x0)
-        lp_new = torch.where(accepted, lp, lp0)
-        g_new = torch.where(a, g, g0)
-        energy = torch.where(accepted, h1, h0)
-        ys = (x_new.clone(), lp_new.clone(), accept_prob, accepted, diverging, energy)
+        x_new = torch.where(a, prop.position, x0)
+        lp_new = torch.where(accepted, prop.log_density, lp0)
+        g_new = torch.where(a, prop.grad, g0)
+        energy = torch.where(accepted, prop.energy, prop.energy0)
+        ys = (x_new.clone(), lp_new.clone(), accept_prob, accepted, prop.diverging, energy)
         return (x_new, lp_new, g_new), ys
 
     return transition
@@ -106,9 +103,7 @@ class FusedHMCKernel:
             self.reference.step,
             self.reference.adaptation,
         )
-        gv = torch.func.grad_and_value(log_prob)
-        if chains is not None:  # every chain sees the same full batch
-            gv = torch.func.vmap(gv, in_dims=(0, None))
+        gv = pure_value_and_grad(log_prob, chains=chains is not None)  # every chain: the full batch
         self._transition = _make_transition(
             gv, hmc.num_steps, float(hmc.jitter), float(hmc.divergence_threshold)
         )

@@ -14,24 +14,26 @@ With ``jitter = j > 0`` each transition uses ``e * U(1 - j, 1 + j)``: a fixed tr
 resonate with the target's scales (nearly periodic, antithetic chains whose second moments mix
 badly); randomising the step size breaks this (Neal 2011, section 5.4.2.2).
 Step size and diagonal metric are tuned in warm-up by
-:func:`~bnnkit.samplers.adaptation.window_adaptation`.
+:func:`~bnnkit.samplers.adaptation.window_adaptation`.  The trajectory is
+:func:`~bnnkit.samplers.hamiltonian.hmc_proposal`, the same code the fused HMC compiles
+(:mod:`~bnnkit.samplers.fused_hmc`).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
 
 from ..core.errors import BnnkitError, check_int_at_least, check_positive
 from ..core.target import Target
-from ..core.types import Batch, Kernel
+from ..core.types import Adaptation, Batch, Kernel
 from .adaptation import window_adaptation
 from .common import metropolis_accept, normal
 from .fused_hmc import build_fused_hmc
+from .hamiltonian import hmc_proposal
 
 
 class HMCState(NamedTuple):
@@ -52,26 +54,24 @@ class HMCInfo(NamedTuple):
     num_steps: Tensor
 
 
-def leapfrog(
-    target: Target, x: Tensor, p: Tensor, g: Tensor, step: Tensor, inv_mass: Tensor, n: int, batch: Batch
-):
-    """``n`` leapfrog steps; stops early (returning ``lp = nan``) if the density becomes non-finite.
+def check_hamiltonian_options(alg: Any) -> None:
+    """The options HMC and NUTS share: a positive initial step size, ``target_accept`` in (0, 1)."""
+    check_positive("step_size", alg.step_size, "Try 0.01 and let warm-up adapt it.")
+    if not 0 < alg.target_accept < 1:
+        raise ValueError(f"target_accept must lie in (0, 1), got {alg.target_accept!r}.")
 
-    ``x, p, g`` may be stacked chains ``[K, D]`` with ``step`` ``[K, 1]``; the trajectory then
-    stops early only when every chain has become non-finite (the others are rejected later).
-    """
-    p = p + 0.5 * step * g
-    lp = torch.tensor(math.nan)
-    for i in range(n):
-        x = x + step * inv_mass * p
-        lp, g = target.value_and_grad(x, batch)
-        finite = torch.isfinite(lp)
-        if not bool(finite.any()):  # a NaN gradient shows up as a NaN density one step later
-            return x, p, g, torch.full_like(lp, math.nan), i + 1
-        if lp.ndim:
-            lp = torch.where(finite, lp, math.nan)
-        p = p + (step if i < n - 1 else 0.5 * step) * g
-    return x, p, g, lp, n
+
+def warmup_adaptation(alg: Any) -> Adaptation | None:
+    """HMC's or NUTS's warm-up: step size and diagonal metric, as ``alg`` asks (None: neither)."""
+    if not (alg.adapt_step_size or alg.adapt_mass):
+        return None
+    return window_adaptation(alg.target_accept, adapt_metric=alg.adapt_mass, adapt_step=alg.adapt_step_size)
+
+
+def _all_nonfinite(log_density: Tensor) -> bool:
+    """Whether every chain's density has become non-finite: the eager trajectory stops there (a
+    NaN gradient shows up as a NaN density one step later), rejected and marked divergent."""
+    return not bool(torch.isfinite(log_density).any())
 
 
 def _where(accepted: Tensor, a: Tensor, b: Tensor) -> Tensor:
@@ -97,10 +97,8 @@ class HMC:
     vectorizable = True  # a fixed number of leapfrog steps: the same work for every chain
 
     def __post_init__(self) -> None:
-        check_positive("step_size", self.step_size, "Try 0.01 and let warm-up adapt it.")
+        check_hamiltonian_options(self)
         check_int_at_least("num_steps", self.num_steps, 1)
-        if not 0 < self.target_accept < 1:
-            raise ValueError(f"target_accept must lie in (0, 1), got {self.target_accept!r}.")
         if not 0 <= self.jitter < 1:
             raise ValueError(f"jitter must lie in [0, 1), got {self.jitter!r}.")
 
@@ -133,17 +131,26 @@ class HMC:
 
         def step(state: HMCState, batch: Batch, gen: torch.Generator) -> tuple[HMCState, HMCInfo]:
             x0, lp0, g0, eps, inv_m = state
-            p0 = normal(x0, gen) / inv_m.sqrt()
-            if jitter > 0:  # a random step size per transition breaks periodic (non-ergodic) orbits
-                u = torch.rand(eps.shape, generator=gen, dtype=eps.dtype)
-                eps = eps * (1 + jitter * (2 * u - 1))
-            h0 = -lp0 + 0.5 * (p0 * inv_m * p0).sum(-1)
-            x1, p1, g1, lp1, n = leapfrog(target, x0, p0, g0, eps.unsqueeze(-1), inv_m, n_steps, batch)
-            h1 = -lp1 + 0.5 * (p1 * inv_m * p1).sum(-1)
-            delta = h1 - h0
-            diverging = ~torch.isfinite(delta) | (delta > threshold)
-            accept_prob, accepted = metropolis_accept(-delta, gen)
-            proposal = HMCState(x1, lp1, g1, state.step_size, inv_m)
+            xi = normal(x0, gen)
+            # A random step size per transition breaks periodic (non-ergodic) orbits.
+            u = torch.rand(eps.shape, generator=gen, dtype=eps.dtype) if jitter > 0 else None
+            prop = hmc_proposal(
+                target.value_and_grad,
+                batch,
+                x0,
+                lp0,
+                g0,
+                xi,
+                u,
+                eps,
+                inv_m,
+                n_steps,
+                jitter,
+                threshold,
+                _all_nonfinite,
+            )
+            accept_prob, accepted = metropolis_accept(-prop.delta, gen)
+            proposal = HMCState(prop.position, prop.log_density, prop.grad, eps, inv_m)
             if accepted.ndim:  # stacked chains: accept or reject each one
                 new = HMCState(*(_where(accepted, a, b) for a, b in zip(proposal, state)))
             elif bool(accepted):
@@ -154,16 +161,11 @@ class HMC:
                 log_density=new.log_density,
                 accept_prob=accept_prob,
                 is_accepted=accepted,
-                diverging=diverging,
-                energy=torch.where(accepted, h1, h0),
-                step_size=state.step_size,
-                num_steps=torch.tensor(n),
+                diverging=prop.diverging,
+                energy=torch.where(accepted, prop.energy, prop.energy0),
+                step_size=eps,
+                num_steps=torch.tensor(prop.num_steps),
             )
             return new, info
 
-        adapt = None
-        if self.adapt_step_size or self.adapt_mass:
-            adapt = window_adaptation(
-                self.target_accept, adapt_metric=self.adapt_mass, adapt_step=self.adapt_step_size
-            )
-        return Kernel(init, step, adapt)
+        return Kernel(init, step, warmup_adaptation(self))

@@ -20,6 +20,7 @@ from torch import Tensor
 from ..core.errors import check_positive
 from ..core.target import Target
 from ..core.types import Batch, Kernel
+from ..sgmcmc.updates import sgld_update
 from .common import normal
 
 
@@ -52,8 +53,8 @@ class ULA:
 
         def step(state: ULAState, batch: Batch, gen: torch.Generator) -> tuple[ULAState, ULAInfo]:
             lp, g = target.value_and_grad(state.position, batch)
-            drift = torch.add(state.position, g, alpha=0.5 * eps)
-            x = drift.add_(normal(drift, gen), alpha=math.sqrt(eps))
+            # SGLD's update at temperature 1 on the full-batch gradient (one rule, one place)
+            x = sgld_update(state.position, g, eps, math.sqrt(eps), normal(state.position, gen))
             return ULAState(x, state.step_size), ULAInfo(lp, state.step_size)
 
         return Kernel(init, step)

@@ -17,24 +17,26 @@ transition divergent and stops building; positions stay finite.
 
 The accept statistic for step-size adaptation is the mean over new points of
 ``min(1, exp(H_0 - H))``.
+
+The leapfrog step (:func:`~bnnkit.samplers.hamiltonian.leapfrog`), the weights, the no-U-turn
+criterion and the subtree builder (:func:`~bnnkit.samplers.nuts_tree.build_subtree`) are the ones
+the fused NUTS runs (:mod:`~bnnkit.samplers.fused_nuts`); here the builder takes a leapfrog step
+when it asks for a point, so a subtree's integration stops at its first divergence or U-turn.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import torch
 from torch import Tensor
 
-from ..core.errors import BnnkitError, check_int_at_least, check_positive
+from ..core.errors import BnnkitError, check_int_at_least
 from ..core.target import Target
 from ..core.types import Batch, Kernel
-from .adaptation import window_adaptation
 from .fused_nuts import build_fused_nuts
-from .hmc import HMCState
-from .nuts_tree import NUTSInfo, Point, Subtree, no_u_turn, transition
+from .hmc import HMCState, check_hamiltonian_options, warmup_adaptation
+from .nuts_tree import NUTSInfo, recursive_builder, transition
 
 
 @dataclass(frozen=True)
@@ -51,10 +53,8 @@ class NUTS:
     )
 
     def __post_init__(self) -> None:
-        check_positive("step_size", self.step_size, "Try 0.01 and let warm-up adapt it.")
+        check_hamiltonian_options(self)
         check_int_at_least("max_tree_depth", self.max_tree_depth, 1)
-        if not 0 < self.target_accept < 1:
-            raise ValueError(f"target_accept must lie in (0, 1), got {self.target_accept!r}.")
 
     def config(self) -> dict:
         return asdict(self)
@@ -83,58 +83,9 @@ class NUTS:
             )
 
         def step(state: HMCState, batch: Batch, gen: torch.Generator) -> tuple[HMCState, NUTSInfo]:
-            eps, inv_m = state.step_size, state.inv_mass
-
-            def make_build(h0: float, stats: dict, uniform: Callable[[], float]) -> Callable:
-                def leaf(z: Point, sign: int) -> tuple[Point, bool, Subtree | None]:
-                    p = z.p + (0.5 * sign) * eps * z.g
-                    x = z.x + (sign * eps) * inv_m * p
-                    lp, g = target.value_and_grad(x, batch)
-                    p = p + (0.5 * sign) * eps * g
-                    znew = Point(x, p, lp, g)
-                    stats["n"] += 1
-                    h = float(-lp + 0.5 * torch.dot(p * inv_m, p))
-                    if math.isnan(h):
-                        h = math.inf
-                    delta = h0 - h
-                    stats["metro"] += 1.0 if delta > 0 else math.exp(delta)
-                    if -delta > threshold:
-                        stats["diverging"] = True
-                        return znew, False, None
-                    ps = inv_m * p
-                    return znew, True, Subtree(delta, znew, p, p, p, ps, ps)
-
-                def build(z: Point, depth: int, sign: int) -> tuple[Point, bool, Subtree | None]:
-                    if depth == 0:
-                        return leaf(z, sign)
-                    z, ok, init_t = build(z, depth - 1, sign)
-                    if not ok:
-                        return z, False, None
-                    z, ok, final = build(z, depth - 1, sign)
-                    if not ok:
-                        return z, False, None
-                    log_w = float(torch.logaddexp(torch.tensor(init_t.log_w), torch.tensor(final.log_w)))
-                    take_final = math.log(uniform() + 1e-300) < final.log_w - log_w
-                    rho = init_t.rho + final.rho
-                    ok = (
-                        no_u_turn(init_t.ps_beg, final.ps_end, rho)
-                        and no_u_turn(init_t.ps_beg, final.ps_beg, init_t.rho + final.p_beg)
-                        and no_u_turn(init_t.ps_end, final.ps_end, final.rho + init_t.p_end)
-                    )
-                    prop = final.proposal if take_final else init_t.proposal
-                    return (
-                        z,
-                        ok,
-                        Subtree(log_w, prop, rho, init_t.p_beg, final.p_end, init_t.ps_beg, final.ps_end),
-                    )
-
-                return build
-
-            return transition(state, gen, max_depth, make_build)
-
-        adapt = None
-        if self.adapt_step_size or self.adapt_mass:
-            adapt = window_adaptation(
-                self.target_accept, adapt_metric=self.adapt_mass, adapt_step=self.adapt_step_size
+            build = recursive_builder(
+                target.value_and_grad, batch, state.step_size, state.inv_mass, threshold
             )
-        return Kernel(init, step, adapt)
+            return transition(state, gen, max_depth, build)
+
+        return Kernel(init, step, warmup_adaptation(self))

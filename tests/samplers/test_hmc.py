@@ -110,3 +110,39 @@ def test_same_seed_same_chain_different_seed_different_chain():
     c = bnnkit.sample(bnnkit.HMC(), prob.posterior(), (prob.X, prob.y), seed=8, **kw)
     assert torch.equal(a.positions, b.positions)
     assert not torch.equal(a.positions, c.positions)
+
+
+def test_leapfrog_is_reversible_pure_and_stops_where_asked():
+    """The one leapfrog of HMC and NUTS (eager and fused): integrating back with ``-e`` returns to
+    the start, ``L`` merged steps equal ``L`` single steps to rounding, the inputs are untouched,
+    and ``stop`` ends the trajectory at the first density it rejects."""
+    from bnnkit.samplers.hamiltonian import leapfrog
+
+    prec = torch.tensor([[2.0, 0.5], [0.5, 1.0]], dtype=torch.float64)
+
+    def value_and_grad(x, batch):
+        return -0.5 * x @ prec @ x, -prec @ x
+
+    x0, p0 = torch.tensor([1.0, -0.5], dtype=torch.float64), torch.tensor([0.3, 0.8], dtype=torch.float64)
+    g0, inv_m, e = (
+        value_and_grad(x0, None)[1],
+        torch.tensor([1.0, 2.0], dtype=torch.float64),
+        torch.tensor(0.1),
+    )
+    before = [t.clone() for t in (x0, p0, g0)]
+    x1, p1, g1, lp1, n = leapfrog(value_and_grad, x0, p0, g0, e, inv_m, None, 7)
+    assert n == 7 and all(torch.equal(a, b) for a, b in zip(before, (x0, p0, g0)))
+    xb, pb, *_ = leapfrog(value_and_grad, x1, p1, g1, -e, inv_m, None, 7)
+    torch.testing.assert_close((xb, pb), (x0, p0), rtol=0, atol=1e-12)
+    z = (x0, p0, g0)
+    for _ in range(7):
+        z = leapfrog(value_and_grad, *z, e, inv_m, None)[:3]
+    torch.testing.assert_close(z, (x1, p1, g1), rtol=0, atol=1e-12)
+    assert torch.isclose(lp1, value_and_grad(x1, None)[0])
+
+    def outside_nan(x, batch):  # NaN beyond |x_0| > 1.2
+        lp, g = value_and_grad(x, batch)
+        return torch.where(x[0].abs() > 1.2, math.nan, lp), g
+
+    *_, lp, n = leapfrog(outside_nan, x0, p0 + 5, g0, e, inv_m, None, 7, stop=lambda lp: bool(lp.isnan()))
+    assert 1 <= n < 7 and lp.isnan()
