@@ -2,7 +2,7 @@
 
 Protocol 7's csgld moves the noise precision with the weights. On yacht and energy its chains
 agree in function space but sample a noise about 4x their own training residual, because the
-precision lags each kick of the cycle (docs/sgmcmc_diagnosis.md). This runs the same cells with a
+precision lags each kick of the cycle (docs/archive/sgmcmc_diagnosis.md). This runs the same cells with a
 draw of the precision from its Gamma conditional every 50 steps
 (:func:`bnnkit.bench.uci.gibbs_csgld_protocol`, version 8). Its chains run one at a time (a
 vectorised target has no conjugate updates), spend the whole budget, and the function-space R-hat

@@ -27,7 +27,7 @@ fits it, at the measurement points in its Vecchia form, from fsgld's MAP warm st
 functional SG-MCMC, which the bench does not run).
 
 Each setting is one line of JSON (test RMSE / NLL in original units, R-hat, ESS, seconds) appended
-to ``--out``.  Example (docs/sgmcmc_diagnosis.md, "Function-space R-hat: what it takes")::
+to ``--out``.  Example (docs/archive/sgmcmc_diagnosis.md, "Function-space R-hat: what it takes")::
 
     python -m experiments.uci_cyclical_rhat --dataset boston --split 0 --peak 5e-2 --cycle 2000 \\
         --exploration 0.9 --draws 160 --thin 50 --data ../shared/data --out runs.jsonl

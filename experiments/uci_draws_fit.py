@@ -4,7 +4,7 @@ Runs the bench's cells of ``--methods`` (default csgld and sgld, protocol 7) on 
 as ``bnnkit bench uci`` does, then reports for each, in original units: the training and test RMSE
 of the predictive mean, the median predictive sd at the test inputs, and the sampled noise
 log-precision (standardised units: per chain the median, over all draws min / median / max).
-Written for docs/uci_results.md, "Protocol 7": on the smooth sets cyclical pSGLD's chains agree
+Written for docs/archive/uci_results_protocols_2_11.md, "Protocol 7": on the smooth sets cyclical pSGLD's chains agree
 in function space but underfit, and this measures by how much::
 
     python -m experiments.uci_draws_fit --dataset yacht --split 0 --data ../shared/data

@@ -5,7 +5,7 @@ each (set, split, method) the latest cell of the protocol that defines that meth
 (:data:`CURRENT`, as protocol 10 left them; and csgld's protocol 7 and Gibbs experiment, version 8),
 and draws one panel per data set: each cell's R-hat
 (maximum over the first 100 test inputs) against its test NLL in original units, with the 1.1
-line.  Used for docs/uci_results.md, "Protocol 10"::
+line.  Used for docs/archive/uci_results_protocols_2_11.md, "Protocol 10"::
 
     python -m experiments.uci_rhat_plot docs/results/uci/*.jsonl docs/results/uci_experiments/csgld_gibbs.jsonl \\
         --out docs/img/uci_rhat_nll.png

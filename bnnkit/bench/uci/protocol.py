@@ -10,7 +10,7 @@ split, with fit's settings, and passes it as ``noise=``.  ``--quick`` is :data:`
 test of the pipeline (tiny network, short runs, 200 training rows), not results.
 
 The tables of earlier protocols (``--protocol``, ``--tune``, their ladders and methods) are
-reproduced from the commit and command that made them (docs/uci_results.md names both); cells of
+reproduced from the commit and command that made them (docs/archive/uci_results_protocols_2_11.md names both); cells of
 another protocol are never resumed or joined with this one's.
 """
 
