@@ -3,7 +3,7 @@
 Model: MLP 13-50-50-1 (tanh), Gaussian likelihood, N = 506 rows, minibatch 32 per chain, SGLD
 and SGHMC, float32.  For K = 1, 4, 16, 64 chains the kernel step runs on stacked positions
 ``[K, D]`` with every chain on its own minibatch (``ChainMinibatches``); eager steps take the
-hand-batched MLP route (``core/stacked_mlp.py``), compiled ones the compiled vmap route.  We
+hand-batched MLP route (``core/mlp.py``), compiled ones the compiled vmap route.  We
 report chain-steps per second and the speed-up over one sequential chain (the ideal is K).  The issue's target is
 ``K=16 >= 0.8 x 16`` the chain-steps per second of ``K=1``.
 

@@ -3,79 +3,20 @@
 ``torch.func.functional_call`` walks the module tree and checks for tied weights on every call,
 which costs tens of microseconds: at BNN-benchmark sizes that is a large share of a gradient
 evaluation.  :class:`ModuleCaller` resolves the (submodule, attribute) slots once and swaps the
-tensors in and out around the forward call.  Modules with tied (shared) parameters, or
-parametrisations, fall back to ``functional_call``, which handles them.
+tensors in and out around the forward call; a plain MLP it runs layer by layer instead
+(:func:`bnnkit.core.mlp.forward`).  Modules with tied (shared) parameters, or parametrisations,
+fall back to ``functional_call``, which handles them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call
 from torch.nn.modules import module as _module
 
-# elementwise activations with a one-op backward from their output: (forward, backward(g, out))
-ACTIVATION_BACKWARD: dict[type, tuple] = {
-    nn.Tanh: (torch.tanh, torch.ops.aten.tanh_backward),
-    nn.Sigmoid: (torch.sigmoid, torch.ops.aten.sigmoid_backward),
-    nn.ReLU: (torch.relu, lambda g, out: torch.ops.aten.threshold_backward(g, out, 0)),
-}
-
-
-def sequential_layers(module: nn.Module, prefix: str = "") -> list[tuple[str, nn.Module]] | None:
-    """``(name prefix, module)`` in call order: a (nested) plain ``Sequential`` flattened, or the
-    module itself; None where a hook could change what a module computes or a module is used
-    twice (shared weights), so that callers writing their own forward fall back to the module."""
-    seen: set[int] = set()
-
-    def walk(mod: nn.Module, pre: str) -> list[tuple[str, nn.Module]] | None:
-        if mod._forward_hooks or mod._forward_pre_hooks or id(mod) in seen:
-            return None
-        seen.add(id(mod))
-        if type(mod) is not nn.Sequential:
-            return [(pre, mod)]
-        out: list[tuple[str, nn.Module]] = []
-        for name, child in mod._modules.items():
-            sub = None if child is None else walk(child, f"{pre}{name}.")
-            if sub is None:
-                return None
-            out.extend(sub)
-        return out
-
-    return walk(module, prefix)
-
-
-def mlp_layers(
-    module: nn.Module, names: Sequence[str]
-) -> list[tuple[str, str | None, tuple[int, int], type | None]] | None:
-    """The layers of a plain MLP ``module`` (a ``Sequential`` of ``Linear`` layers, each followed
-    by at most one tanh / sigmoid / ReLU): per ``Linear``, in call order, ``(weight name, bias name
-    or None, (out_features, in_features), activation type or None)``.  None where the module is
-    anything else, or where ``names`` are not exactly its layers' parameters; the callers that
-    write the forward themselves (a flat-vector log density, the stacked-chain MLP, the
-    layer-by-layer call below) then use the module."""
-    chain = sequential_layers(module)
-    if chain is None:
-        return None
-    layers: list[tuple[str, str | None, tuple[int, int], type | None]] = []
-    used: list[str] = []
-    for prefix, m in chain:
-        if type(m) is nn.Linear:
-            wn, bn = prefix + "weight", prefix + "bias"
-            if wn not in names or (m.bias is not None and bn not in names):
-                return None  # e.g. a fixed parameter
-            used += [wn] + ([bn] if m.bias is not None else [])
-            layers.append((wn, bn if m.bias is not None else None, (m.out_features, m.in_features), None))
-        elif type(m) in ACTIVATION_BACKWARD and layers and layers[-1][3] is None:
-            layers[-1] = (*layers[-1][:3], type(m))
-        elif type(m) is not nn.Identity:
-            return None
-    if not layers or sorted(used) != sorted(names):
-        return None
-    return layers
+from .mlp import activation, forward, mlp_layers
 
 
 class ModuleCaller:
@@ -99,20 +40,17 @@ class ModuleCaller:
         self.plan = self._mlp_plan() if self.fast else None
 
     def _mlp_plan(self) -> list[tuple] | None:
-        """For a plain MLP (:func:`mlp_layers`): the forward as ``(weight index, bias index or
+        """For a plain MLP (:func:`bnnkit.core.mlp.mlp_layers`): ``(weight index, bias index or
         None, activation or None)`` per layer over the parameter values (``names`` then
-        ``fixed``), which skips ``nn.Module.__call__`` (tens of microseconds per layer at these
-        sizes) and runs the same operations the modules run."""
+        ``fixed``), for :func:`bnnkit.core.mlp.forward`, which skips ``nn.Module.__call__`` (tens
+        of microseconds per layer at these sizes) and runs the same operations the modules run."""
         all_names = (*self.names, *self.fixed)
-        layers = mlp_layers(self.module, all_names)
+        index = {n: i for i, n in enumerate(all_names)}
+        layers = mlp_layers(self.module, all_names, index.__getitem__)
         if layers is None:
             return None
         self.plan_dicts = [m.__dict__ for m in self.module.modules()]
-        index = {n: i for i, n in enumerate(all_names)}
-        return [
-            (index[w], None if b is None else index[b], None if act is None else ACTIVATION_BACKWARD[act][0])
-            for w, b, _, act in layers
-        ]
+        return [(layer.w, layer.b, activation(layer.act)) for layer in layers]
 
     def patched(self) -> bool:
         """Whether a forward was patched or hooked since the plan was made (e.g. the flipout and
@@ -131,12 +69,9 @@ class ModuleCaller:
             return functional_call(self.module, {**self.fixed, **dict(zip(self.names, params))}, (inputs,))
         if self.plan is not None and not self.patched():
             values = (*params, *self.fixed_values)
-            h = inputs
-            for w, b, act in self.plan:
-                h = F.linear(h, values[w], None if b is None else values[b])
-                if act is not None:
-                    h = act(h)
-            return h
+            return forward(
+                inputs, [(values[w], None if b is None else values[b], act) for w, b, act in self.plan]
+            )
         saved = [sub._parameters[attr] for sub, attr in self.slots]
         try:
             for (sub, attr), t in zip(self.slots, (*params, *self.fixed_values)):

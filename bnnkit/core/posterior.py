@@ -23,10 +23,10 @@ from .arrays import to_tensor
 from .errors import BnnkitError, check_finite_rows
 from .flat import FlatView
 from .likelihood_base import Likelihood
+from .mlp import StackedMLP
 from .module_call import ModuleCaller
 from .prior_base import Prior
 from .random import gamma
-from .stacked_mlp import StackedMLP
 from .target import Target
 from .types import Batch
 
@@ -158,7 +158,7 @@ class Posterior:
 
     def value_and_grad_flat(self, x: Tensor, batch: Batch) -> tuple[Tensor, Tensor]:
         """Log posterior and gradient; a prior with an analytic gradient stays out of autograd, and
-        so does a plain MLP (:mod:`bnnkit.core.stacked_mlp`) unless its forward is patched."""
+        so does a plain MLP (:mod:`bnnkit.core.mlp`) unless its forward is patched."""
         mlp = self._mlp
         if (
             mlp is not None

@@ -24,12 +24,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
-from ..core.module_call import ACTIVATION_BACKWARD, sequential_layers
+from ..core.mlp import ACTIVATIONS, sequential_layers
 from ..core.posterior import Posterior
 
-# activations with a closed-form backward from their output (one aten op each)
-_FAST_ACTIVATIONS = ACTIVATION_BACKWARD
-# other parameter-free elementwise modules: backward by autograd on the saved sub-graph
+# besides bnnkit.core.mlp.ACTIVATIONS (closed-form backward from the output), other parameter-free elementwise modules: backward by autograd on the saved sub-graph
 _ELEMENTWISE = {
     nn.ELU,
     nn.GELU,
@@ -102,8 +100,8 @@ class LocalMLP:
                     )
                 )
                 widths.append(m.out_features)
-            elif type(m) in _FAST_ACTIVATIONS:  # applied out of place whatever ``inplace`` says
-                steps.append(_Act(m, _FAST_ACTIVATIONS[type(m)]))
+            elif type(m) in ACTIVATIONS:  # applied out of place whatever ``inplace`` says
+                steps.append(_Act(m, ACTIVATIONS[type(m)]))
             elif type(m) is nn.Identity:
                 continue
             elif type(m) in _ELEMENTWISE and not getattr(m, "inplace", False):

@@ -1,4 +1,4 @@
-"""The hand-written gradient of MLP posteriors (``core/stacked_mlp.py``), K chains and one.
+"""The hand-written gradient of MLP posteriors (``StackedMLP`` in ``core/mlp.py``), K chains and one.
 
 It must equal each chain's own autograd gradient (float64), for every supported activation and
 likelihood, shared or per-chain minibatches; other models must not take it.

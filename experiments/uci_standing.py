@@ -1,0 +1,85 @@
+"""Where one method stands on a UCI bench run, set by set, against issue 42's bar.
+
+Reads one or more ``uci_cells.jsonl`` files of ``bnnkit bench uci`` and prints, per data set, for
+``--method`` (default: ``default``):
+
+- test NLL (original units, mean +- s.e. over splits) of every method, the lowest, and whether
+  ``--method`` is lowest or within one s.e. of it (the two one-s.e. intervals overlap);
+- its RMSE over the best method's RMSE (the bar: at most 1.1x);
+- its seconds per split over the ensemble's, each counting what a user pays (``seconds_total``:
+  the method plus the GP noise fit it depends on; the bar: at most 2x);
+- the paired NLL difference against each other method over the splits both ran (mean +- s.e.).
+
+``python -m experiments.uci_standing docs/results/uci_bench/uci_cells.jsonl``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections import defaultdict
+
+
+def mean_se(values: list[float]) -> tuple[float, float]:
+    n = len(values)
+    mu = sum(values) / n
+    if n < 2:
+        return mu, float("nan")
+    return mu, math.sqrt(sum((v - mu) ** 2 for v in values) / (n - 1) / n)
+
+
+def total_seconds(cell: dict) -> float:
+    if cell.get("seconds_total") is not None:
+        return float(cell["seconds_total"])
+    uses_gp = cell["method"] in ("ensemble", "mcdropout", "laplace", "bbb")
+    return float(cell["seconds"]) + (float(cell.get("gp_fit_seconds") or 0.0) if uses_gp else 0.0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("cells", nargs="+")
+    ap.add_argument("--method", default="default")
+    args = ap.parse_args()
+    by: dict[str, dict[str, dict[int, dict]]] = defaultdict(lambda: defaultdict(dict))
+    for path in args.cells:
+        for line in open(path):
+            c = json.loads(line)
+            by[c["dataset"]][c["method"]][c["split"]] = c
+    me, wins, rmse_ok, cost_ok = args.method, 0, 0, 0
+    for ds, methods in sorted(by.items()):
+        if me not in methods:
+            continue
+        nll = {m: mean_se([c["nll"] for c in cs.values()]) for m, cs in methods.items()}
+        rmse = {m: mean_se([c["rmse"] for c in cs.values()])[0] for m, cs in methods.items()}
+        best = min(nll, key=lambda m: nll[m][0])
+        (bm, bs), (mm, ms) = nll[best], nll[me]
+        close = mm - (0 if math.isnan(ms) else ms) <= bm + (0 if math.isnan(bs) else bs)
+        ratio = rmse[me] / min(rmse.values())
+        sec = {m: mean_se([total_seconds(c) for c in cs.values()])[0] for m, cs in methods.items()}
+        cost = sec[me] / sec["ensemble"] if "ensemble" in sec else float("nan")
+        wins += close
+        rmse_ok += ratio <= 1.1
+        cost_ok += cost <= 2.0
+        splits = sorted(methods[me])
+        print(f"## {ds} ({len(splits)} splits: {splits})")
+        for m, (mu, se) in sorted(nll.items(), key=lambda kv: kv[1][0]):
+            print(f"  {m:10s} NLL {mu:8.3f} +- {se:.3f}  RMSE {rmse[m]:.4g}  s/split {sec[m]:7.1f}")
+        print(
+            f"  {me}: lowest or within 1 s.e.: {bool(close)} (lowest: {best}); RMSE / best {ratio:.3f}; "
+            f"seconds / ensemble {cost:.2f}"
+        )
+        for m, cs in sorted(methods.items()):
+            if m == me:
+                continue
+            both = sorted(set(cs) & set(methods[me]))
+            if len(both) > 1:
+                mu, se = mean_se([methods[me][s]["nll"] - cs[s]["nll"] for s in both])
+                print(f"  paired NLL {me} - {m}: {mu:+.3f} +- {se:.3f} over {len(both)} splits")
+    n = sum(1 for methods in by.values() if me in methods)
+    print(f"\n{me}: NLL lowest or within 1 s.e. on {wins} of {n}; RMSE <= 1.1x best on {rmse_ok} of {n}; ")
+    print(f"seconds <= 2x the ensemble's on {cost_ok} of {n}")
+
+
+if __name__ == "__main__":
+    main()
