@@ -60,26 +60,9 @@ def fit(
             (the fixed noise sd, standardised, of mcdropout / ensemble / bbb; default: a GP fit's),
             ``p`` (dropout rate), ``members`` (ensemble size), ``draws``, ``warmup`` (nuts / hmc).
     """
+    # over 80 lines only for the documented arguments above: the body is checks, then one Problem
     t0 = time.perf_counter()
-    if not isinstance(module, torch.nn.Module):
-        raise BnnkitError(f"module must be a torch.nn.Module, got {type(module).__name__}.")
-    params = list(module.parameters())
-    if not params:
-        raise BnnkitError("the module has no parameters to put a posterior on.")
-    if method not in METHODS:
-        raise BnnkitError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}.")
-    if likelihood not in LIKELIHOODS:
-        raise BnnkitError(f"likelihood must be one of {', '.join(LIKELIHOODS)}, got {likelihood!r}.")
-    if output is not None and method in ("laplace", "mcdropout", "ensemble", "bbb"):
-        raise BnnkitError(
-            f"output= streams the draws of the sampling methods (default, sghmc, fsgld, fsghmc, nuts, hmc) "
-            f"so that an interrupted run resumes; {method!r} is fitted in memory: drop output= and save the "
-            "result with fit.save(path)."
-        )
-    known = {"prior_scale", "noise", "p", "members", "draws", "warmup"}
-    unknown = sorted(set(options) - known)
-    if unknown:
-        raise BnnkitError(f"unknown option(s) {unknown}; fit takes {sorted(known)}.")
+    params = _checked_call(module, method, likelihood, output, options)
     if is_loader(data) and batch_size is None:
         batch_size = data.batch_size
     x, y = as_pair(data)
@@ -91,20 +74,7 @@ def fit(
     kind = _kind(module, x.to(device=device, dtype=dtype), y, likelihood)
     if kind == "regression" and y.ndim == 2 and y.shape[1] == 1:
         y = y[:, 0]
-    # the statistics and the standardisation in float64 from the data as given, then the
-    # module's dtype: the same numbers as the UCI loader's standardised splits
-    scaling = Scaling.from_data(
-        x, y, inputs=standardize and x.ndim == 2, targets=standardize and kind == "regression"
-    )
-    xs = scaling.inputs(x if x.is_floating_point() else x.to(torch.float64)).to(device=device, dtype=dtype)
-    if kind == "regression":
-        ys = scaling.targets(y if y.is_floating_point() else y.to(torch.float64)).to(
-            device=device, dtype=dtype
-        )
-    elif kind == "bernoulli":
-        ys = y.to(device=device, dtype=dtype).reshape(-1)
-    else:
-        ys = y.to(device=device).long().reshape(-1)
+    scaling, xs, ys = _standardised(x, y, kind, standardize, device, dtype)
     m = batch_size or DEFAULT_RECIPE.batch_size
     if not (isinstance(m, int) and m >= 1):
         raise BnnkitError(f"batch_size must be a positive integer, got {batch_size!r}.")
@@ -138,6 +108,53 @@ def fit(
     if progress:
         print(f"bnnkit.fit: {out.summary()}")
     return out
+
+
+def _checked_call(
+    module: Any, method: str, likelihood: str, output: str | None, options: dict[str, Any]
+) -> list[torch.nn.Parameter]:
+    """``module``'s parameters, after checking the arguments that need no data."""
+    if not isinstance(module, torch.nn.Module):
+        raise BnnkitError(f"module must be a torch.nn.Module, got {type(module).__name__}.")
+    params = list(module.parameters())
+    if not params:
+        raise BnnkitError("the module has no parameters to put a posterior on.")
+    if method not in METHODS:
+        raise BnnkitError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}.")
+    if likelihood not in LIKELIHOODS:
+        raise BnnkitError(f"likelihood must be one of {', '.join(LIKELIHOODS)}, got {likelihood!r}.")
+    if output is not None and method in ("laplace", "mcdropout", "ensemble", "bbb"):
+        raise BnnkitError(
+            f"output= streams the draws of the sampling methods (default, sghmc, fsgld, fsghmc, nuts, hmc) "
+            f"so that an interrupted run resumes; {method!r} is fitted in memory: drop output= and save the "
+            "result with fit.save(path)."
+        )
+    known = {"prior_scale", "noise", "p", "members", "draws", "warmup"}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise BnnkitError(f"unknown option(s) {unknown}; fit takes {sorted(known)}.")
+    return params
+
+
+def _standardised(
+    x: Tensor, y: Tensor, kind: str, standardize: bool, device: torch.device, dtype: torch.dtype
+) -> tuple[Scaling, Tensor, Tensor]:
+    """The scaling and the inputs / targets the method sees (on the module's device and dtype)."""
+    # the statistics and the standardisation in float64 from the data as given, then the
+    # module's dtype: the same numbers as the UCI loader's standardised splits
+    scaling = Scaling.from_data(
+        x, y, inputs=standardize and x.ndim == 2, targets=standardize and kind == "regression"
+    )
+    xs = scaling.inputs(x if x.is_floating_point() else x.to(torch.float64)).to(device=device, dtype=dtype)
+    if kind == "regression":
+        ys = scaling.targets(y if y.is_floating_point() else y.to(torch.float64)).to(
+            device=device, dtype=dtype
+        )
+    elif kind == "bernoulli":
+        ys = y.to(device=device, dtype=dtype).reshape(-1)
+    else:
+        ys = y.to(device=device).long().reshape(-1)
+    return scaling, xs, ys
 
 
 def _kind(module: torch.nn.Module, x: Tensor, y: Tensor, likelihood: str) -> str:

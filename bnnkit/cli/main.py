@@ -69,7 +69,18 @@ SEED = _int_in(0, MAX_SEED)
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="bnnkit", description="Bayesian neural networks in PyTorch.")
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_demo(sub)
+    _add_experiment(sub)
+    bench = sub.add_parser("bench", help="run a benchmark of the paper (tables as markdown, CSV and JSON)")
+    bench_sub = bench.add_subparsers(dest="benchmark", required=True)
+    _add_bench_uci(bench_sub)
+    _add_bench_image(bench_sub)
+    _add_bench_bandit(bench_sub)
+    return parser
 
+
+def _add_demo(sub: Any) -> None:
+    """``bnnkit demo``."""
     demo = sub.add_parser(
         "demo",
         help="sample a small BNN on embedded 1-D data with HMC; print metrics and diagnostics, write a PNG",
@@ -94,6 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the chains as one batched computation or one after another (default: %(default)s)",
     )
     demo.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+
+
+def _add_experiment(sub: Any) -> None:
+    """``bnnkit experiment extrapolation``."""
     exp = sub.add_parser("experiment", help="run one of the paper's experiments (writes PNG + JSON)")
     exp_sub = exp.add_subparsers(dest="experiment", required=True)
     ext = exp_sub.add_parser(
@@ -109,8 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--threads", type=THREADS, default=1, help="torch threads (default 1: the matrices are tiny)"
     )
     ext.add_argument("--no-progress", action="store_true", help="hide the progress bars")
-    bench = sub.add_parser("bench", help="run a benchmark of the paper (tables as markdown, CSV and JSON)")
-    bench_sub = bench.add_subparsers(dest="benchmark", required=True)
+
+
+def _add_bench_uci(bench_sub: Any) -> None:
+    """``bnnkit bench uci``."""
     uci = bench_sub.add_parser(
         "uci",
         help="UCI regression: RMSE and NLL over the standard splits",
@@ -181,6 +198,10 @@ def build_parser() -> argparse.ArgumentParser:
         "only the missing ones: goes on with a stopped run, or grows --splits; cells of a split whose data "
         "files have changed since are refused",
     )
+
+
+def _add_bench_image(bench_sub: Any) -> None:
+    """``bnnkit bench image``."""
     img = bench_sub.add_parser("image", help="image classification + OOD detection (small CNN on CPU)")
     img.add_argument(
         "--dataset",
@@ -212,6 +233,10 @@ def build_parser() -> argparse.ArgumentParser:
     img.add_argument("--seed", type=SEED, default=0)
     img.add_argument("--threads", type=THREADS, default=2)
     img.add_argument("--no-progress", action="store_true")
+
+
+def _add_bench_bandit(bench_sub: Any) -> None:
+    """``bnnkit bench bandit``."""
     ban = bench_sub.add_parser(
         "bandit", help="mushroom contextual bandit with Thompson sampling (regret plots)"
     )
@@ -249,7 +274,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ban.add_argument("--threads", type=THREADS, default=1)
     ban.add_argument("--no-progress", action="store_true")
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -194,7 +194,6 @@ def tune(
     check_int_at_least("num_chains", num_chains, 2)
     check_int_at_least("num_samples", num_samples, 20)
     keys = list(grid)
-    x_ho, y_ho = heldout
     rows, traces = [], []
     combos = list(itertools.product(*(grid[k] for k in keys)))
     for i, values in enumerate(combos):
@@ -202,55 +201,74 @@ def tune(
         alg = make_algorithm(**setting)
         if progress:
             print(f"[tune {i + 1}/{len(combos)}] {setting}", flush=True)
-        t0 = time.perf_counter()
-        try:
-            s = sample(
-                alg,
-                posterior,
-                data,
-                num_samples=num_samples,
-                num_warmup=num_warmup,
-                thin=thin,
-                num_chains=num_chains,
-                seed=seed,
-                progress=progress,
-                **sample_kwargs,
-            )
-        except DivergenceError as err:  # a setting too large: scored as diverged, its trace kept
-            s = None
-            logp = np.full((num_chains, num_samples), np.nan)
-            for c, (_, stats) in err.partial.items():
-                kept = stats["log_density"].double().numpy()[:num_samples]
-                logp[c, : len(kept)] = kept
-        seconds = time.perf_counter() - t0
-        if s is not None:
-            logp = s.stats["log_density"].double().numpy()
-        finite = s is not None and bool(torch.isfinite(s.positions).all()) and bool(np.isfinite(logp).all())
-        row: dict[str, Any] = {"setting": setting, "finite": finite, "seconds": seconds}
-        if finite:
-            pred = predict(posterior, s, x_ho)
-            f = network_outputs(posterior, s, x_ho).reshape(num_chains, num_samples, -1).double()
-            ess_f = float(np.median(ess(f)))
-            row.update(
-                heldout_nll=pred.nll(y_ho) if hasattr(pred, "nll") else float("nan"),
-                rhat_logp=float(rhat(logp)),
-                geweke_z=geweke_z(logp),
-                ess_f=ess_f,
-                ess_per_second=ess_f / seconds,
-            )
-            row["stationary"] = row["rhat_logp"] < RHAT_MAX and row["geweke_z"] < GEWEKE_MAX
-        else:
-            row.update(
-                heldout_nll=float("inf"),
-                rhat_logp=float("nan"),
-                geweke_z=float("nan"),
-                ess_f=0.0,
-                ess_per_second=0.0,
-                stationary=False,
-            )
+        s, logp, seconds = _run_setting(
+            alg, posterior, data, num_samples, num_warmup, thin, num_chains, seed, progress, sample_kwargs
+        )
+        row = _score(posterior, s, logp, seconds, setting, heldout, num_chains, num_samples)
         rows.append(row)
         traces.append(np.where(np.isfinite(logp), logp, np.nan))
     result = TuneResult(rows, {k: list(v) for k, v in grid.items()}, traces)
     if plot is not None:
         result.plot(plot)
     return result
+
+
+def _run_setting(
+    alg, posterior, data, num_samples, num_warmup, thin, num_chains, seed, progress, sample_kwargs
+):
+    """One setting's short run: its draws (``None`` if it diverged), log-density trace ``[chains,
+    draws]`` (NaN past a divergence) and seconds."""
+    t0 = time.perf_counter()
+    try:
+        s = sample(
+            alg,
+            posterior,
+            data,
+            num_samples=num_samples,
+            num_warmup=num_warmup,
+            thin=thin,
+            num_chains=num_chains,
+            seed=seed,
+            progress=progress,
+            **sample_kwargs,
+        )
+    except DivergenceError as err:  # a setting too large: scored as diverged, its trace kept
+        s = None
+        logp = np.full((num_chains, num_samples), np.nan)
+        for c, (_, stats) in err.partial.items():
+            kept = stats["log_density"].double().numpy()[:num_samples]
+            logp[c, : len(kept)] = kept
+    seconds = time.perf_counter() - t0
+    if s is not None:
+        logp = s.stats["log_density"].double().numpy()
+    return s, logp, seconds
+
+
+def _score(posterior, s, logp, seconds, setting, heldout, num_chains, num_samples) -> dict[str, Any]:
+    """The table row of one setting: held-out NLL, stationarity (R-hat and Geweke of the log
+    density) and the function-space ESS at the held-out inputs (per second)."""
+    x_ho, y_ho = heldout
+    finite = s is not None and bool(torch.isfinite(s.positions).all()) and bool(np.isfinite(logp).all())
+    row: dict[str, Any] = {"setting": setting, "finite": finite, "seconds": seconds}
+    if finite:
+        pred = predict(posterior, s, x_ho)
+        f = network_outputs(posterior, s, x_ho).reshape(num_chains, num_samples, -1).double()
+        ess_f = float(np.median(ess(f)))
+        row.update(
+            heldout_nll=pred.nll(y_ho) if hasattr(pred, "nll") else float("nan"),
+            rhat_logp=float(rhat(logp)),
+            geweke_z=geweke_z(logp),
+            ess_f=ess_f,
+            ess_per_second=ess_f / seconds,
+        )
+        row["stationary"] = row["rhat_logp"] < RHAT_MAX and row["geweke_z"] < GEWEKE_MAX
+    else:
+        row.update(
+            heldout_nll=float("inf"),
+            rhat_logp=float("nan"),
+            geweke_z=float("nan"),
+            ess_f=0.0,
+            ess_per_second=0.0,
+            stationary=False,
+        )
+    return row
