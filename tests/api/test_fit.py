@@ -35,6 +35,7 @@ def _fit(data, method="default", **kw):
         return bnnkit.fit(_net(), data, method=method, progress=False, recipe=SHORT, **kw)
 
 
+@pytest.mark.slow  # over 8 s: the default run stays under 3 min
 def test_predictions_and_metrics_are_in_the_targets_units():
     x, y = _data()
     a = _fit((x, y))
@@ -43,7 +44,9 @@ def test_predictions_and_metrics_are_in_the_targets_units():
     torch.testing.assert_close(pb.mean, 100 * pa.mean + 7, rtol=1e-4, atol=1e-3)
     torch.testing.assert_close(pb.stddev, 100 * pa.stddev, rtol=1e-4, atol=1e-4)
     lo, hi = pb.interval(0.9)
-    torch.testing.assert_close(hi - lo, 100 * (pa.interval(0.9)[1] - pa.interval(0.9)[0]), rtol=1e-4, atol=1e-3)
+    torch.testing.assert_close(
+        hi - lo, 100 * (pa.interval(0.9)[1] - pa.interval(0.9)[0]), rtol=1e-4, atol=1e-3
+    )
     # NLL in the targets' units: a density over y = 100 y' + 7 is 1/100 of the density over y'
     ma, mb = a.evaluate(x, y), b.evaluate(x, 100 * y + 7)
     assert mb["nll"] == pytest.approx(ma["nll"] + np.log(100), abs=1e-3)
@@ -55,6 +58,7 @@ def test_predictions_and_metrics_are_in_the_targets_units():
     torch.testing.assert_close(pa.variance, pa.epistemic_variance + pa.aleatoric_variance)
 
 
+@pytest.mark.slow  # over 8 s: the default run stays under 3 min
 def test_arrays_and_a_dataloader_give_the_tensors_fit():
     x, y = _data()
     t = _fit((x, y))
@@ -65,6 +69,7 @@ def test_arrays_and_a_dataloader_give_the_tensors_fit():
     torch.testing.assert_close(d.predict(x).mean, t.predict(x).mean)
 
 
+@pytest.mark.slow  # over 3 s: the default run stays under 3 min
 def test_the_default_run_reports_its_diagnostics_and_warns_when_chains_disagree():
     x, y = _data()
     with pytest.warns(ConvergenceWarning, match="R-hat"):
@@ -89,6 +94,7 @@ def test_save_then_load_predicts_identically(tmp_path, method):
     assert g.method == method and g.diagnostics["verdict"] == f.diagnostics["verdict"]
 
 
+@pytest.mark.slow  # over 8 s: the default run stays under 3 min
 @pytest.mark.parametrize("method", ["default", "laplace", "mcdropout"])
 def test_a_saved_fit_predicts_identically_in_a_fresh_process(tmp_path, method):
     x, y = _data()
@@ -130,6 +136,7 @@ def test_a_file_that_is_not_a_fit_is_refused(tmp_path):
         bnnkit.load(tmp_path / "missing.pt", _net())
 
 
+@pytest.mark.slow  # over 8 s: the default run stays under 3 min
 def test_classification_from_integer_labels():
     g = torch.Generator().manual_seed(1)
     x = torch.randn(120, 2, generator=g)
@@ -156,6 +163,7 @@ def test_binary_labels_with_one_output_are_bernoulli():
     assert f.kind == "bernoulli" and f.predict(x).probs.shape == (80, 2)
 
 
+@pytest.mark.slow  # over 8 s: the default run stays under 3 min
 def test_plots_return_figures():
     x, y = _data()
     f = _fit((x, y))
@@ -210,6 +218,7 @@ def test_chains_run_where_the_module_is():
     assert f.predict(x).mean.device.type == "cuda"
 
 
+@pytest.mark.slow  # over 3 s: the default run stays under 3 min
 @pytest.mark.parametrize("method", ["fsgld", "fsghmc"])
 def test_the_functional_prior_methods_fit_save_and_load(tmp_path, method):
     x, y = _data()
@@ -220,6 +229,7 @@ def test_the_functional_prior_methods_fit_save_and_load(tmp_path, method):
     assert torch.equal(bnnkit.load(tmp_path / "fit.pt", _net()).predict(x).mean, f.predict(x).mean)
 
 
+@pytest.mark.slow  # over 3 s: the default run stays under 3 min
 def test_a_cnn_classifier_on_images():
     g = torch.Generator().manual_seed(3)
     x = torch.rand(96, 1, 8, 8, generator=g)

@@ -28,6 +28,7 @@ def _csv(path: Path, n: int = 150) -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
+@pytest.mark.slow  # over 8 s: the default run stays under 3 min
 def test_the_readme_example_is_short_and_runs(tmp_path, monkeypatch):
     code = _example()
     assert len(code.strip().splitlines()) <= 15

@@ -164,7 +164,9 @@ def test_good_init_dicts_still_work_in_every_form():
     # through sample(): the same run from a dict and from NumPy arrays
     kw = dict(num_samples=2, progress=False, seed=3)
     a = bnnkit.sample(bnnkit.HMC(0.01, 2), NOISY, (X, Y), init=full, **kw)
-    b = bnnkit.sample(bnnkit.HMC(0.01, 2), NOISY, (X, Y), init={k: np.asarray(v) for k, v in full.items()}, **kw)
+    b = bnnkit.sample(
+        bnnkit.HMC(0.01, 2), NOISY, (X, Y), init={k: np.asarray(v) for k, v in full.items()}, **kw
+    )
     assert torch.equal(a.positions, b.positions)
 
 
@@ -193,7 +195,9 @@ def test_predict_refuses_bad_inputs_with_a_clear_message(case):
     _raises(lambda: predict(REG, DRAWS, inputs), *fragments)
 
 
-@pytest.mark.parametrize("case", ["too few features", "a single row without its batch dimension", "NaN", "booleans"])
+@pytest.mark.parametrize(
+    "case", ["too few features", "a single row without its batch dimension", "NaN", "booleans"]
+)
 def test_laplace_predict_refuses_bad_inputs(laplace, case):
     inputs, fragments = BAD_INPUTS[case]
     _raises(lambda: laplace.predict(inputs), *fragments)
@@ -213,7 +217,8 @@ def test_vi_predict_doors_check_their_inputs():
     layers = nn.Sequential(BayesianLinear(3, 4), nn.Tanh(), BayesianLinear(4, 1))
     _raises(
         lambda: predict_bayesian_layers(layers, X[:, :2], bnnkit.Gaussian(0.3), num_samples=2),
-        "expects inputs with 3 features", "got shape (20, 2)",
+        "expects inputs with 3 features",
+        "got shape (20, 2)",
     )
     _raises(lambda: predict_bayesian_layers(layers, NAN_X, bnnkit.Gaussian(0.3), num_samples=2), "rows 4")
     net = nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Dropout(0.1), nn.Linear(8, 1))
@@ -357,15 +362,21 @@ def _loader(*tensors, batch_size=7):
 
 
 def test_laplace_and_map_init_refuse_data_they_cannot_use():
-    _raises(lambda: Laplace(REG, structure="diag").fit("data", map="module"), "pair (inputs, targets)", "DataLoader")
+    _raises(
+        lambda: Laplace(REG, structure="diag").fit("data", map="module"),
+        "pair (inputs, targets)",
+        "DataLoader",
+    )
     _raises(
         lambda: Laplace(REG, structure="diag").fit(_loader(X, Y, X), map="module"),
-        "batch 0 of the DataLoader", "not a pair",
+        "batch 0 of the DataLoader",
+        "not a pair",
     )
     _raises(lambda: map_init(REG, Minibatches(X, Y, batch_size=5)), "minibatch stream", "DataLoader")
     _raises(
         lambda: map_init(REG, (X[:, :2], Y), steps=1),
-        "the model failed on inputs of shape (20, 2)", "expects inputs with 3 features",
+        "the model failed on inputs of shape (20, 2)",
+        "expects inputs with 3 features",
     )
     _raises(lambda: map_init(REG, (NAN_X, Y), steps=1), "inputs contains NaN or inf", "rows 4")
 

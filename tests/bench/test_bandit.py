@@ -247,6 +247,7 @@ def test_a_shorter_run_is_a_prefix_of_a_longer_one():
     assert torch.equal(short["cumulative_regret"], long["cumulative_regret"][:30])
 
 
+@pytest.mark.slow  # over 8 s: the default run stays under 3 min
 @needs_data
 def test_the_same_command_gives_the_same_numbers(tmp_path):
     kw = dict(

@@ -2,11 +2,13 @@
 
 import json
 
+import pytest
 import torch
 
 from bnnkit.cli.main import main
 
 
+@pytest.mark.slow  # over 8 s: the default run stays under 3 min
 def test_extrapolation_quick_writes_plot_and_numbers(tmp_path):
     out = tmp_path / "extra"
     state = torch.get_rng_state()

@@ -96,6 +96,7 @@ def test_image_quick_resnet18_and_fmnist_partial(tmp_path):
         assert 0.0 <= r["ood_auroc"] <= 1.0 and r["nll"] > 0
 
 
+@pytest.mark.slow  # over 8 s: the default run stays under 3 min
 @pytest.mark.skipif(not (DATA / "mnist").exists(), reason="needs ../shared/data/mnist")
 def test_a_stopped_image_run_keeps_finished_methods_and_resume_runs_the_rest(tmp_path, monkeypatch):
     from bnnkit.bench import image

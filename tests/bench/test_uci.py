@@ -29,6 +29,7 @@ def _arrays(n=80, d=3, seed=0):
     return x, x[:, 0] + 0.1 * torch.randn(n, generator=g)
 
 
+@pytest.mark.slow  # over 8 s: the default run stays under 3 min
 @needs_data
 def test_uci_quick_runs_every_fit_method(tmp_path):
     state = torch.get_rng_state()
@@ -50,6 +51,7 @@ def test_uci_quick_runs_every_fit_method(tmp_path):
     assert again["protocol"]["hidden"] == QUICK.hidden and again["protocol"]["version"] == PROTOCOL
 
 
+@pytest.mark.slow  # over 8 s: the default run stays under 3 min
 def test_a_cell_is_what_fit_gives_with_its_defaults(tmp_path):
     """The full protocol's mcdropout cell on a split is ``bnnkit.fit(method="mcdropout")`` on that
     split with no option: the noise the bench passes is the one fit's own GP gives."""
@@ -67,6 +69,7 @@ def test_a_cell_is_what_fit_gives_with_its_defaults(tmp_path):
     assert cell["seconds_total"] == cell["seconds"] + cell["gp_fit_seconds"]
 
 
+@pytest.mark.slow  # over 8 s: the default run stays under 3 min
 def test_the_split_gp_is_fitted_once_and_only_for_the_methods_that_take_its_noise(tmp_path, monkeypatch):
     calls = []
     real = cell_module.split_gp
@@ -112,6 +115,7 @@ def test_the_report_shows_the_seconds_a_user_pays():
     assert "the GP fit that gives their noise" in md
 
 
+@pytest.mark.slow  # over 8 s: the default run stays under 3 min
 def test_uci_second_run_gives_the_same_numbers_and_a_stopped_run_rebuilds(tmp_path):
     x, y = _arrays()
     kw = dict(splits=1, methods=["sghmc", "fsgld"], name="mine", **QUIET)
@@ -167,6 +171,7 @@ def test_diverged_splits_are_reported_not_averaged():
     assert rep["summary"]["energy"]["sghmc"]["diverged"] == 1
 
 
+@pytest.mark.slow  # over 8 s: the default run stays under 3 min
 def test_resume_runs_only_the_missing_cells_and_gives_a_single_runs_numbers(tmp_path, monkeypatch):
     x, y = _arrays()
     kw = dict(name="mine", methods=["hmc", "bbb"], **QUIET)

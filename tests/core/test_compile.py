@@ -1,5 +1,6 @@
 """The compiled gradient path agrees with the eager one."""
 
+import pytest
 import torch
 
 import bnnkit
@@ -9,6 +10,7 @@ from tests.helpers import linear_problem
 PROB = linear_problem(n=40, d=3)
 
 
+@pytest.mark.slow  # over 8 s: the default run stays under 3 min
 def test_compiled_target_and_run_agree_with_eager():
     net = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1)).double()
     post = bnnkit.Posterior(net, bnnkit.Gaussian(0.5), bnnkit.GaussianPrior(1.0), num_data=40)

@@ -113,6 +113,7 @@ def test_arviz_export_gives_rhat_and_ess():
     assert (az.ess(idata)["weight"].values > 50).all()
 
 
+@pytest.mark.slow  # over 8 s: the default run stays under 3 min
 def test_plain_log_density_over_a_dict():
     def log_density(p, batch):
         return -0.5 * ((p["mu"] - 3.0) ** 2).sum() - 0.5 * (p["z"] ** 2).sum() / 4.0

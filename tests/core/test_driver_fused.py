@@ -281,6 +281,7 @@ def _compiled_pair(algorithm, num_chains=1, chain_method="sequential", **kw):
     return post, X, y, run, out
 
 
+@pytest.mark.slow  # over 8 s: the default run stays under 3 min
 def test_compiled_fused_sghmc_equals_step_at_a_time_and_resumes_bit_identical(tmp_path):
     """The default loop (torch.compile of a scan): as step at a time to float rounding, and an
     interrupted streamed run resumes bit for bit (the block length is a dynamic dimension of the
@@ -310,6 +311,7 @@ def test_compiled_fused_sgld_equals_step_at_a_time():
     _compiled_pair(SGLD(1e-3))
 
 
+@pytest.mark.slow  # over 8 s: the default run stays under 3 min
 def test_compiled_fused_adaptive_sghmc_equals_step_at_a_time():
     """The scan with block constants (the frozen mass and noise scale), and pSGLD's carried
     preconditioner, compiled."""
@@ -323,6 +325,7 @@ def test_compiled_fused_psgld_equals_step_at_a_time():
     _compiled_pair(PreconditionedSGLD(1e-3))
 
 
+@pytest.mark.slow  # over 8 s: the default run stays under 3 min
 def test_compiled_fused_cnn_equals_step_at_a_time():
     """A network other than an MLP (a small CNN) runs in the scan through functional_call."""
     torch._dynamo.reset()

@@ -1,6 +1,7 @@
 """bnnkit.core.fast_tanh: accuracy against float64 tanh, special values, gradient, and the fused
 loop that uses it (float32 chain against the step-at-a-time chain)."""
 
+import pytest
 import torch
 
 import bnnkit
@@ -51,6 +52,7 @@ def test_fast_tanh_gradient_is_tanh_backward_and_vmaps():
     torch.testing.assert_close(gv, 1 - t * t, rtol=0, atol=1e-6)
 
 
+@pytest.mark.slow  # over 3 s: the default run stays under 3 min
 def test_fused_float32_mlp_chain_matches_step_at_a_time():
     """The fused loop's MLP log density uses fast_tanh in float32; the step-at-a-time kernel uses
     torch.tanh. Same seed, same draws: the chains agree to float32 rounding over 40 steps."""

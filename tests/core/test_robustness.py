@@ -72,7 +72,14 @@ def test_a_divergent_run_raises_and_keeps_its_finite_draws_on_disk(tmp_path, alg
     init = {"x": torch.full((3,), 0.01)}
     with pytest.raises(DivergenceError, match=r"chain\(s\) \[0\] diverged at step \d+ \(sampling\)") as err:
         bnnkit.sample(
-            algorithm, density, None, init=init, num_samples=5000, chunk_size=20, output=str(out), progress=False
+            algorithm,
+            density,
+            None,
+            init=init,
+            num_samples=5000,
+            chunk_size=20,
+            output=str(out),
+            progress=False,
         )
     assert err.value.chains == [0] and err.value.step > 20
     assert "step size" in str(err.value) and "Try a step size" in str(err.value)
@@ -84,7 +91,9 @@ def test_a_divergent_run_raises_and_keeps_its_finite_draws_on_disk(tmp_path, alg
 
 def test_in_memory_divergence_hands_back_the_draws_before_it():
     with pytest.raises(DivergenceError) as err:
-        bnnkit.sample(bnnkit.SGLD(0.5), runaway, None, init={"x": torch.ones(3)}, num_samples=5000, progress=False)
+        bnnkit.sample(
+            bnnkit.SGLD(0.5), runaway, None, init={"x": torch.ones(3)}, num_samples=5000, progress=False
+        )
     positions, stats = err.value.partial[0]
     assert positions.shape[0] > 0 and torch.isfinite(positions).all()
     assert torch.isfinite(stats["log_density"]).all()
@@ -97,8 +106,15 @@ def test_warn_mode_drops_the_diverged_chain_and_returns_the_others(tmp_path):
     example = {"x": torch.zeros(1)}
     with pytest.warns(UserWarning, match=r"chain\(s\) \[1\] diverged"):
         s = bnnkit.sample(
-            bnnkit.SGLD(0.05), bnnkit.as_target(runaway_past_six, example), None, init=init, num_samples=300,
-            num_chains=2, progress=False, on_divergence="warn", output=str(tmp_path / "r"),
+            bnnkit.SGLD(0.05),
+            bnnkit.as_target(runaway_past_six, example),
+            None,
+            init=init,
+            num_samples=300,
+            num_chains=2,
+            progress=False,
+            on_divergence="warn",
+            output=str(tmp_path / "r"),
         )
     assert s.num_chains == 1 and s.config["diverged_chains"] == [1]
     assert torch.isfinite(s.positions).all()
@@ -122,7 +138,9 @@ def test_a_log_density_that_is_nan_everywhere_is_refused_before_sampling():
         return (params["x"] * float("nan")).sum()
 
     with pytest.raises(BnnkitError, match=r"log density is nan at the initial position of chain\(s\) \[0\]"):
-        bnnkit.sample(bnnkit.NUTS(), nan_density, None, init={"x": torch.zeros(2)}, num_samples=5, progress=False)
+        bnnkit.sample(
+            bnnkit.NUTS(), nan_density, None, init={"x": torch.zeros(2)}, num_samples=5, progress=False
+        )
 
 
 def test_on_divergence_must_be_raise_or_warn():
@@ -221,6 +239,7 @@ WRITER = textwrap.dedent(
 LOCK_RUN = dict(init={"x": torch.zeros(2)}, num_samples=1500, chunk_size=5, progress=False, seed=3)
 
 
+@pytest.mark.slow  # over 8 s: the default run stays under 3 min
 def test_a_second_writer_is_refused_and_a_sigkilled_writer_is_taken_over_and_resumed_exactly(tmp_path):
     out = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -228,7 +247,10 @@ def test_a_second_writer_is_refused_and_a_sigkilled_writer_is_taken_over_and_res
     try:
         lock = out / "chain_000" / "lock"
         deadline = time.time() + 60
-        while not (lock.exists() and len(list(out.glob("chain_000/draws_*.pt"))) >= 3) and time.time() < deadline:
+        while (
+            not (lock.exists() and len(list(out.glob("chain_000/draws_*.pt"))) >= 3)
+            and time.time() < deadline
+        ):
             time.sleep(0.05)
         assert lock.exists(), "the writer did not start"
         with pytest.raises(RunDirectoryError, match=rf"being written by process {proc.pid} on"):
@@ -237,7 +259,9 @@ def test_a_second_writer_is_refused_and_a_sigkilled_writer_is_taken_over_and_res
         proc.wait(timeout=30)
         assert lock.exists() and not (out / "chain_000" / "done").exists()
         with pytest.warns(UserWarning, match=rf"left by process {proc.pid}, which is gone"):
-            resumed = bnnkit.sample(bnnkit.RandomWalkMH(step_size=1.0), slow, None, output=str(out), **LOCK_RUN)
+            resumed = bnnkit.sample(
+                bnnkit.RandomWalkMH(step_size=1.0), slow, None, output=str(out), **LOCK_RUN
+            )
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -263,7 +287,9 @@ def test_a_non_scalar_log_density_gets_a_bnnkit_error():
         return -0.5 * params["x"] ** 2
 
     with pytest.raises(BnnkitError, match=r"returned a tensor of shape \(3,\).*sum them"):
-        bnnkit.sample(bnnkit.HMC(), per_point, None, init={"x": torch.zeros(3)}, num_samples=2, progress=False)
+        bnnkit.sample(
+            bnnkit.HMC(), per_point, None, init={"x": torch.zeros(3)}, num_samples=2, progress=False
+        )
 
 
 def test_a_log_density_that_ignores_the_parameters_gets_a_bnnkit_error():
@@ -271,23 +297,34 @@ def test_a_log_density_that_ignores_the_parameters_gets_a_bnnkit_error():
         return torch.tensor(1.0)
 
     with pytest.raises(BnnkitError, match="does not depend on the parameters"):
-        bnnkit.sample(bnnkit.SGLD(0.1), constant, None, init={"x": torch.zeros(3)}, num_samples=2, progress=False)
+        bnnkit.sample(
+            bnnkit.SGLD(0.1), constant, None, init={"x": torch.zeros(3)}, num_samples=2, progress=False
+        )
 
 
 def test_an_empty_init_tensor_gets_a_bnnkit_error():
     with pytest.raises(BnnkitError, match=r"init\['b'\] has no elements"):
         bnnkit.sample(
-            bnnkit.HMC(), slow, None, init={"x": torch.zeros(2), "b": torch.zeros(0)}, num_samples=2,
+            bnnkit.HMC(),
+            slow,
+            None,
+            init={"x": torch.zeros(2), "b": torch.zeros(0)},
+            num_samples=2,
             progress=False,
         )
 
 
 def test_integer_targets_for_a_gaussian_likelihood_get_a_bnnkit_error():
-    post = bnnkit.Posterior(torch.nn.Linear(2, 1), bnnkit.Gaussian(1.0), bnnkit.GaussianPrior(1.0), num_data=10)
+    post = bnnkit.Posterior(
+        torch.nn.Linear(2, 1), bnnkit.Gaussian(1.0), bnnkit.GaussianPrior(1.0), num_data=10
+    )
     with pytest.raises(BnnkitError, match="Gaussian targets must be real numbers; got dtype torch.int64"):
         bnnkit.sample(
-            bnnkit.SGLD(1e-3), post, Minibatches(torch.randn(10, 2), torch.arange(10), batch_size=5),
-            num_samples=2, progress=False,
+            bnnkit.SGLD(1e-3),
+            post,
+            Minibatches(torch.randn(10, 2), torch.arange(10), batch_size=5),
+            num_samples=2,
+            progress=False,
         )
 
 

@@ -21,7 +21,13 @@ def test_map_init_reaches_the_posterior_mode_from_each_chains_prior_draw():
 
 def test_a_warm_started_run_is_reproducible_and_starts_at_the_mode():
     post = PROB.posterior()
-    kw = dict(num_samples=3, num_chains=2, seed=4, progress=False, init=map_init(post, (PROB.X, PROB.y), steps=300, lr=0.05))
+    kw = dict(
+        num_samples=3,
+        num_chains=2,
+        seed=4,
+        progress=False,
+        init=map_init(post, (PROB.X, PROB.y), steps=300, lr=0.05),
+    )
     a = bnnkit.sample(bnnkit.HMC(step_size=0.05, num_steps=3), post, (PROB.X, PROB.y), **kw)
     b = bnnkit.sample(bnnkit.HMC(step_size=0.05, num_steps=3), post, (PROB.X, PROB.y), **kw)
     assert torch.equal(a.positions, b.positions)
@@ -39,7 +45,9 @@ def test_map_init_refuses_what_it_cannot_use():
 
 def test_fan_in_start_draws_pytorchs_default_init_from_the_chains_generator():
     net = torch.nn.Sequential(torch.nn.Linear(4, 50), torch.nn.Tanh(), torch.nn.Linear(50, 1))
-    post = bnnkit.Posterior(net, bnnkit.Gaussian(0.5, learn_noise=True), bnnkit.GaussianPrior(1.0), num_data=10)
+    post = bnnkit.Posterior(
+        net, bnnkit.Gaussian(0.5, learn_noise=True), bnnkit.GaussianPrior(1.0), num_data=10
+    )
     a = post.view.unravel(fan_in_position(post, torch.Generator().manual_seed(0)))
     b = post.view.unravel(fan_in_position(post, torch.Generator().manual_seed(0)))
     c = post.view.unravel(fan_in_position(post, torch.Generator().manual_seed(1)))
@@ -78,11 +86,15 @@ def _overfit_problem():
     y = torch.sin(x).squeeze(-1) + 0.3 * torch.randn(30, generator=g)
     net = torch.nn.Sequential(torch.nn.Linear(1, 50), torch.nn.Tanh(), torch.nn.Linear(50, 1))
     post = bnnkit.Posterior(
-        net, bnnkit.Gaussian(0.5, learn_noise=True, precision_prior=(1.0, 0.1)), bnnkit.GaussianPrior(1.0), num_data=30
+        net,
+        bnnkit.Gaussian(0.5, learn_noise=True, precision_prior=(1.0, 0.1)),
+        bnnkit.GaussianPrior(1.0),
+        num_data=30,
     )
     return post, x, y
 
 
+@pytest.mark.slow  # over 8 s: the default run stays under 3 min
 def test_early_stopping_returns_the_best_held_out_iterate_and_stops_before_the_cap():
     post, x, y = _overfit_problem()
     cap = 20_000
@@ -114,7 +126,9 @@ def test_map_init_takes_a_dataloader_and_numpy_arrays_as_the_tensors():
     from torch.utils.data import DataLoader, TensorDataset
 
     post = PROB.posterior()
-    ref = post.view.ravel(map_init(post, (PROB.X, PROB.y), steps=50, lr=0.05)(0, torch.Generator().manual_seed(2)))
+    ref = post.view.ravel(
+        map_init(post, (PROB.X, PROB.y), steps=50, lr=0.05)(0, torch.Generator().manual_seed(2))
+    )
     loader = DataLoader(TensorDataset(PROB.X, PROB.y), batch_size=7, shuffle=False)
     for data in (loader, (PROB.X.numpy(), PROB.y.numpy())):
         x = post.view.ravel(map_init(post, data, steps=50, lr=0.05)(0, torch.Generator().manual_seed(2)))

@@ -77,6 +77,7 @@ def runs(tmp_path_factory):
     return out, W.single_process_runs()
 
 
+@pytest.mark.slow  # over 8 s: the default run stays under 3 min
 @pytest.mark.parametrize("name", ["sgld", "sghmc", "hmc"])
 def test_data_parallel_trajectory_equals_single_process(runs, name):
     out, ref = runs
@@ -94,6 +95,7 @@ def test_data_parallel_trajectory_equals_single_process(runs, name):
     assert (expect.positions[:, -1] - expect.positions[:, 0]).abs().max() > 1e-2
 
 
+@pytest.mark.slow  # over 3 s: the default run stays under 3 min
 def test_interrupted_data_parallel_run_resumes_to_the_same_draws(runs):
     out, _ = runs
     whole = torch.load(out / "sgld_rank0.pt")["positions"]
@@ -113,6 +115,7 @@ def test_chain_parallel_equals_single_process_chains(runs, gather):
     assert got["config"]["num_chains"] == 4 and "chains" not in got["config"]
 
 
+@pytest.mark.slow  # over 8 s: the default run stays under 3 min
 def test_failed_or_hung_rank_ends_the_job_with_a_clear_error_not_a_hang(tmp_path):
     codes, errs, seconds = launch("errors", tmp_path, timeout_s=20.0, wall_s=90.0)
     # 1. Ranks out of sync: both raise the synchronisation error (and go on).

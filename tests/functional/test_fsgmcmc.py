@@ -84,6 +84,7 @@ def test_hmc_on_the_fixed_point_target_is_exact():
     ],
     ids=["fsgld", "fsghmc"],
 )
+@pytest.mark.slow  # over 8 s: the default run stays under 3 min
 def test_fsg_mcmc_matches_the_exact_target_and_bias_shrinks(alg, thins):
     """Full batch (no gradient noise): the error is the O(eps) discretisation bias plus Monte-Carlo
     error.  Measured along the stiffest direction (whitened covariance), where the bias shows:

@@ -95,8 +95,14 @@ def test_sghmc_warm_starts_from_laplace_draws(la_all):
     sd = la_all.covariance().diagonal().sqrt()
     z = (a.positions[:, 0] - la_all.mean) / sd
     assert z.abs().max() < 6  # the chains start within the Laplace posterior
-    hmc = bnnkit.sample(bnnkit.HMC(step_size=1e-3, num_steps=3), la_all.posterior, DATA, num_samples=2,
-                        progress=False, init=la_all.init(draw=False))
+    hmc = bnnkit.sample(
+        bnnkit.HMC(step_size=1e-3, num_steps=3),
+        la_all.posterior,
+        DATA,
+        num_samples=2,
+        progress=False,
+        init=la_all.init(draw=False),
+    )
     assert hmc.positions.shape == (1, 2, 49)
 
 
@@ -148,8 +154,12 @@ def test_bad_input_gets_a_clear_error(la_all):
         Laplace(post).predict(DATA[0])
     with pytest.raises(BnnkitError, match="not Gaussian"):
         Laplace(bnnkit.Posterior(nn.Linear(2, 2).double(), bnnkit.Categorical(), bnnkit.GaussianPrior())).fit(
-            (torch.randn(4, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0)), torch.tensor([0, 1, 0, 1])),
-            map="module").optimize_marglik(noise=True)
+            (
+                torch.randn(4, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0)),
+                torch.tensor([0, 1, 0, 1]),
+            ),
+            map="module",
+        ).optimize_marglik(noise=True)
     with pytest.raises(BnnkitError, match="rank must lie in"):
         Laplace(post, structure="lowrank", rank=500).fit(DATA, map="module")
     with pytest.raises(BnnkitError, match="link must be"):
@@ -157,7 +167,8 @@ def test_bad_input_gets_a_clear_error(la_all):
     norm = nn.Sequential(nn.Linear(1, 4), nn.LayerNorm(4), nn.Linear(4, 1)).double()
     with pytest.raises(BnnkitError, match="Linear and Conv2d layers only"):
         Laplace(bnnkit.Posterior(norm, bnnkit.Gaussian(0.3), bnnkit.GaussianPrior()), structure="kron").fit(
-            DATA, map="module")
+            DATA, map="module"
+        )
 
 
 def test_a_missing_curvlinops_names_the_install_command(monkeypatch):

@@ -42,7 +42,9 @@ def evidence(X, y, log_delta, log_tau):
 
 
 def posterior(sigma=SIGMA, d=D, **kw):
-    return bnnkit.Posterior(torch.nn.Linear(d, 1).double(), bnnkit.Gaussian(sigma, **kw), bnnkit.GaussianPrior(SCALE))
+    return bnnkit.Posterior(
+        torch.nn.Linear(d, 1).double(), bnnkit.Gaussian(sigma, **kw), bnnkit.GaussianPrior(SCALE)
+    )
 
 
 def as_map(mu, d=D):

@@ -40,6 +40,8 @@ def test_sampled_predictive_matches_the_exact_predictive(la):
 
 def test_marglik_prior_precision_is_finite_and_raises_the_evidence(la):
     before = float(la.log_marginal_likelihood())
-    tuned = Laplace(REF.posterior(), structure="full").fit((REF.X, REF.y), map=la.map_params).optimize_marglik()
+    tuned = (
+        Laplace(REF.posterior(), structure="full").fit((REF.X, REF.y), map=la.map_params).optimize_marglik()
+    )
     assert float(tuned.log_marginal_likelihood()) >= before
     assert 0 < float(tuned.prior_precision) < 100

@@ -35,8 +35,14 @@ def dense_precision(la, op_cls, **kw):
     module, params = module_at(post, la.map_params, la.subset)
     X, y = la._data
     loss = nn.CrossEntropyLoss(reduction="sum")
-    op = op_cls(module, loss, params, batches(X, shaped_targets(post, module, X, y), 1000), check_deterministic=False,
-                **kw)
+    op = op_cls(
+        module,
+        loss,
+        params,
+        batches(X, shaped_targets(post, module, X, y), 1000),
+        check_deterministic=False,
+        **kw,
+    )
     H = op @ torch.eye(op.shape[0], dtype=torch.float64)
     return H + torch.diag(la._log_m.exp() * la._b)
 
@@ -45,10 +51,7 @@ def dense_precision(la, op_cls, **kw):
 def fitted():
     post = clf_posterior()
     data = classification()
-    return {
-        st: Laplace(post, structure=st).fit(data, steps=300, lr=0.05)
-        for st in ("full", "diag", "kron")
-    }
+    return {st: Laplace(post, structure=st).fit(data, steps=300, lr=0.05) for st in ("full", "diag", "kron")}
 
 
 def test_full_ggn_is_curvlinops_ggn(fitted):
@@ -67,7 +70,9 @@ def test_diag_is_the_diagonal_of_the_full_ggn(fitted):
 def test_kron_is_curvlinops_kfac_with_joint_weight_and_bias(fitted):
     la = fitted["kron"]
     cl = curvlinops()
-    ref = dense_precision(la, cl.KFACLinearOperator, fisher_type=cl.FisherType.TYPE2, separate_weight_and_bias=False)
+    ref = dense_precision(
+        la, cl.KFACLinearOperator, fisher_type=cl.FisherType.TYPE2, separate_weight_and_bias=False
+    )
     assert torch.allclose(torch.linalg.inv(la.covariance()), ref, atol=1e-8)
 
 
@@ -84,7 +89,9 @@ def test_empirical_fisher_is_the_sum_of_squared_per_example_gradients():
 
     theta = view.ravel(net)
     G = torch.func.vmap(torch.func.grad(nll), in_dims=(None, 0, 0))(theta, X, y)
-    assert torch.allclose(torch.linalg.inv(la.covariance()), G.T @ G + torch.eye(len(theta), dtype=G.dtype), atol=1e-8)
+    assert torch.allclose(
+        torch.linalg.inv(la.covariance()), G.T @ G + torch.eye(len(theta), dtype=G.dtype), atol=1e-8
+    )
     diag = Laplace(post, structure="diag", curvature="ef").fit((X, y), map=net)
     assert torch.allclose(1 / diag.covariance().diagonal(), (G * G).sum(0) + 1, rtol=1e-8)
 
@@ -92,7 +99,9 @@ def test_empirical_fisher_is_the_sum_of_squared_per_example_gradients():
 def test_lowrank_keeps_the_top_eigenpairs_of_the_ggn(fitted):
     full = fitted["full"]
     lr = Laplace(full._base, structure="lowrank", rank=6).fit(full._data, map=full.map_params, seed=3)
-    e_full = torch.linalg.eigvalsh(torch.linalg.inv(full.covariance()) - torch.eye(full.num_params, dtype=torch.float64))
+    e_full = torch.linalg.eigvalsh(
+        torch.linalg.inv(full.covariance()) - torch.eye(full.num_params, dtype=torch.float64)
+    )
     assert torch.allclose(lr._structure.e, e_full.flip(0)[:6], rtol=1e-4)
 
 
@@ -105,7 +114,9 @@ def test_kfac_on_a_conv_net_matches_curvlinops():
     post = bnnkit.Posterior(net, bnnkit.Categorical(), bnnkit.GaussianPrior(1.0))
     la = Laplace(post, structure="kron").fit((X, y), map="module")
     cl = curvlinops()
-    ref = dense_precision(la, cl.KFACLinearOperator, fisher_type=cl.FisherType.TYPE2, separate_weight_and_bias=False)
+    ref = dense_precision(
+        la, cl.KFACLinearOperator, fisher_type=cl.FisherType.TYPE2, separate_weight_and_bias=False
+    )
     assert torch.allclose(torch.linalg.inv(la.covariance()), ref, atol=1e-8)
     pred = la.predict(X)
     assert pred.probs.shape == (20, 3)
@@ -140,7 +151,9 @@ def test_kron_on_partial_layers_matches_curvlinops(fitted, subset):
     full = fitted["full"]
     la = Laplace(full._base, subset=subset, structure="kron").fit(full._data, map=full.map_params)
     cl = curvlinops()
-    ref = dense_precision(la, cl.KFACLinearOperator, fisher_type=cl.FisherType.TYPE2, separate_weight_and_bias=False)
+    ref = dense_precision(
+        la, cl.KFACLinearOperator, fisher_type=cl.FisherType.TYPE2, separate_weight_and_bias=False
+    )
     assert torch.allclose(torch.linalg.inv(la.covariance()), ref, atol=1e-8)
 
 
@@ -148,5 +161,7 @@ def test_kron_splits_weight_and_bias_when_their_prior_precisions_differ():
     post = bnnkit.Posterior(mlp(), bnnkit.Categorical(), bnnkit.GaussianPrior(1.0, scales={"0.bias": 3.0}))
     la = Laplace(post, structure="kron").fit(classification(), map="module")
     cl = curvlinops()
-    ref = dense_precision(la, cl.KFACLinearOperator, fisher_type=cl.FisherType.TYPE2, separate_weight_and_bias=True)
+    ref = dense_precision(
+        la, cl.KFACLinearOperator, fisher_type=cl.FisherType.TYPE2, separate_weight_and_bias=True
+    )
     assert torch.allclose(torch.linalg.inv(la.covariance()), ref, atol=1e-8)

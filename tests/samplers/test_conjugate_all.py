@@ -47,6 +47,7 @@ SAMPLERS = {
 @pytest.mark.parametrize(
     "name", [pytest.param(n, marks=pytest.mark.slow) if n == "rejection" else n for n in SAMPLERS]
 )
+@pytest.mark.slow  # over 8 s: the default run stays under 3 min
 def test_sampler_recovers_conjugate_posterior_and_predictive(name):
     algo, kw = SAMPLERS[name]
     post = PROB.posterior()

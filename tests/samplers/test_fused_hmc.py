@@ -63,6 +63,7 @@ def test_vectorized_fused_hmc_equals_vectorized_step_at_a_time(eager):
     _assert_same(out, ref)
 
 
+@pytest.mark.slow  # over 8 s: the default run stays under 3 min
 def test_fused_hmc_recovers_a_gaussian_posterior(eager):
     """Bayesian linear regression (a Linear module): the fused chain's mean and covariance match
     the closed-form posterior within Monte-Carlo error."""
@@ -132,6 +133,7 @@ def test_fused_hmc_refuses_minibatches(eager):
         bnnkit.sample(HMC(), post, Minibatches(X, y, batch_size=8), fused=4, num_samples=2, progress=False)
 
 
+@pytest.mark.slow  # over 8 s: the default run stays under 3 min
 def test_compiled_fused_hmc_equals_step_at_a_time():
     post, X, y = _problem()
     alg = HMC(step_size=0.05, num_steps=3)

@@ -23,6 +23,7 @@ def _problem():
     return mlp_regression()
 
 
+@pytest.mark.slow  # over 8 s: the default run stays under 3 min
 @pytest.mark.parametrize("step_size", [0.02, 0.06, 0.1])
 def test_transitions_equal_the_recursive_sampler(step_size):
     """From the same state and generator, transition by transition: the same tree depths, leapfrog
@@ -70,6 +71,7 @@ def test_sample_with_fused_nuts_equals_step_at_a_time(eager):
         torch.testing.assert_close(out.stats[k], ref.stats[k], rtol=1e-6, atol=1e-6, msg=k)
 
 
+@pytest.mark.slow  # over 8 s: the default run stays under 3 min
 def test_fused_nuts_recovers_a_gaussian_posterior(eager):
     lp = linear_problem(seed=2)
     out = bnnkit.sample(
@@ -100,6 +102,7 @@ def test_fused_nuts_refuses_vectorised_chains(eager):
         )
 
 
+@pytest.mark.slow  # over 3 s: the default run stays under 3 min
 def test_compiled_subtrees_equal_the_recursive_sampler():
     post, X, y = _problem()
     kw = dict(num_samples=6, num_warmup=5, num_chains=1, seed=1, progress=False)

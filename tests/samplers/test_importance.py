@@ -12,6 +12,7 @@ PROB = linear_problem(n=6, d=2, sigma=1.0, prior_scale=1.0, seed=3)
 DATA = (PROB.X, PROB.y)
 
 
+@pytest.mark.slow  # over 3 s: the default run stays under 3 min
 def test_prior_proposal_weighted_moments_match_the_posterior():
     s = bnnkit.sample(ImportanceSampler(), PROB.posterior(), DATA, num_samples=20000, seed=0, progress=False)
     summ = importance_summary(s)

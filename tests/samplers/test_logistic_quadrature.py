@@ -22,6 +22,7 @@ SAMPLERS = {
 @pytest.mark.parametrize(
     "name", [pytest.param(n, marks=pytest.mark.slow) if n == "hmc" else n for n in SAMPLERS]
 )
+@pytest.mark.slow  # over 8 s: the default run stays under 3 min
 def test_sampler_matches_quadrature_posterior(name):
     algo, n = SAMPLERS[name]
     post = REF.posterior()

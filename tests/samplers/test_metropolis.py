@@ -1,6 +1,7 @@
 import importlib.util
 from pathlib import Path
 
+import pytest
 import torch
 
 import bnnkit
@@ -25,6 +26,7 @@ def test_seed_transition_matrix_has_the_stated_equilibrium():
     assert torch.allclose(cols, ex.P_STAR[:, None].expand(3, 3), atol=1e-10)
 
 
+@pytest.mark.slow  # over 8 s: the default run stays under 3 min
 def test_mh_on_the_three_state_chain_recovers_p_star():
     ex = _example()
     freq = ex.mh_frequencies(num_samples=20000, seed=1)

@@ -7,6 +7,7 @@ import bnnkit
 from tests.helpers import assert_gaussian_matches, linear_problem
 
 
+@pytest.mark.slow  # over 3 s: the default run stays under 3 min
 def test_nuts_matches_conjugate_linear_regression_and_predictive():
     prob = linear_problem(n=30, d=4)
     s = bnnkit.sample(

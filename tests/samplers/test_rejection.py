@@ -25,6 +25,7 @@ def test_prior_proposal_with_max_likelihood_bound_gives_exact_draws():
     assert math.isclose(float(s.stats["accept_prob"].double().mean()), expected, rel_tol=1e-6)
 
 
+@pytest.mark.slow  # over 3 s: the default run stays under 3 min
 def test_gaussian_proposal_with_a_valid_bound():
     # q = N(mean, (1.5 sd)^2) dominates the Gaussian posterior; the tightest k is then
     # max_x p~(x)/q(x), attained at the mode for these concentric Gaussians: compute it exactly.

@@ -40,6 +40,7 @@ def errors(step_size: float, noise_correction: bool) -> tuple[float, float, tupl
     return (*sg_errors(s.positions, PROB.mean, PROB.cov), ratio)
 
 
+@pytest.mark.slow  # over 8 s: the default run stays under 3 min
 def test_conjugate_posterior_matches_and_error_shrinks_with_step_size():
     big, small = errors(0.1, False), errors(0.03, False)
     assert big[1] > 1.0 > 4 * small[1], (big, small)  # 0.1: variance 2-4x too large
@@ -72,6 +73,7 @@ def variance_ratios(alg) -> torch.Tensor:
     return x.var(0) / SCALES**2
 
 
+@pytest.mark.slow  # over 8 s: the default run stays under 3 min
 def test_preconditioner_fixes_an_ill_conditioned_gaussian_where_plain_sghmc_fails():
     eps = 0.03
     # Full-batch gradients: no minibatch noise to correct for.
@@ -189,6 +191,7 @@ def test_bad_hyperparameters(kwargs, message):
 
 
 # --- cyclical: a CosineCycle as the step (Zhang et al.'s cSGHMC with the adapted mass) ----------
+@pytest.mark.slow  # over 8 s: the default run stays under 3 min
 def test_cyclical_draws_match_the_posterior_and_the_error_shrinks_with_the_peak():
     """Cycles of 500 steps, the first 30 % exploring, 4 vectorised chains: the kept draws come from
     the sampling stage only (eps <= the peak's value there) and at peak 0.03 match the exact

@@ -94,6 +94,7 @@ def tau_ess(s) -> float:
 FULL = dict(num_samples=4000, thin=2, num_warmup=500, seed=0, progress=False)
 
 
+@pytest.mark.slow  # over 8 s: the default run stays under 3 min
 def test_full_batch_sgld_with_gibbs_matches_the_exact_posterior_and_mixes_tau_faster():
     """Full batch (the Gibbs draw is exact): only SGLD's O(eps) bias and Monte-Carlo error remain
     (measured: tau -0.4% at eps = 1e-3 over 80k steps, below the 4-SE band here).  The Gibbs draws
@@ -111,6 +112,7 @@ def test_full_batch_sgld_with_gibbs_matches_the_exact_posterior_and_mixes_tau_fa
     assert tau_ess(s) > 5 * tau_ess(plain), (tau_ess(s), tau_ess(plain))
 
 
+@pytest.mark.slow  # over 3 s: the default run stays under 3 min
 def test_full_batch_sgld_gibbs_on_noise_and_prior_precision_together():
     """Both conjugate updates in one step; lambda is a 2-d hyperparameter that the gradient alone
     barely moves (curvature ~ d/2 = 1 per unit log lambda)."""
@@ -143,6 +145,7 @@ def _minibatch_check(s, m: int) -> tuple[dict, dict]:
     return q, ref
 
 
+@pytest.mark.slow  # over 3 s: the default run stays under 3 min
 def test_minibatch_sghmc_with_gibbs_matches_within_the_stated_minibatch_bias():
     """SGHMC, M = 50 of N = 100 (N/M = 2), Gibbs every 10 steps.  Weights and the noise sd agree
     within Monte-Carlo error plus the predicted bias (measured: sigma within 0.1%); the variance
@@ -170,11 +173,19 @@ def test_minibatch_sghmc_with_gibbs_matches_within_the_stated_minibatch_bias():
     [PreconditionedSGLD(3e-4, gibbs_every=10), AdaptiveSGHMC(0.03, gibbs_every=10)],
     ids=["psgld", "asghmc"],
 )
+@pytest.mark.slow  # over 3 s: the default run stays under 3 min
 def test_minibatch_preconditioned_samplers_with_gibbs_match_within_the_stated_minibatch_bias(alg):
     m = 50
     stream = Minibatches(LARGE.X, LARGE.y, batch_size=m)
     s = bnnkit.sample(
-        alg, posterior(LARGE, num_data=100), stream, num_samples=3000, thin=2, num_warmup=500, seed=0, progress=False
+        alg,
+        posterior(LARGE, num_data=100),
+        stream,
+        num_samples=3000,
+        thin=2,
+        num_warmup=500,
+        seed=0,
+        progress=False,
     )
     _minibatch_check(s, m)
     assert alg.config()["gibbs_every"] == 10 and not getattr(alg, "vectorizable", False)

@@ -19,6 +19,7 @@ def run(alg, **kw):
     return bnnkit.sample(alg, PROB.posterior(num_data=100), stream, **{**RUN, **kw})
 
 
+@pytest.mark.slow  # over 3 s: the default run stays under 3 min
 def test_psgld_matches_the_posterior_within_stated_error():
     mean_z, cov_rel = sg_errors(run(PreconditionedSGLD(1e-4)).positions, PROB.mean, PROB.cov)
     assert mean_z < 0.3 and cov_rel < 0.25, (mean_z, cov_rel)
@@ -27,13 +28,16 @@ def test_psgld_matches_the_posterior_within_stated_error():
 def test_vectorised_psgld_chains_match_the_posterior_and_the_correction_is_refused():
     """pSGLD is elementwise in every chain's own gradient and V, so K chains run as one stacked
     computation; the Hessian-diagonal correction (one chain's Hessian-vector product) does not."""
-    s = run(PreconditionedSGLD(1e-4), num_samples=750, num_warmup=3000, num_chains=4, chain_method="vectorized")
+    s = run(
+        PreconditionedSGLD(1e-4), num_samples=750, num_warmup=3000, num_chains=4, chain_method="vectorized"
+    )
     mean_z, cov_rel = sg_errors(s.positions, PROB.mean, PROB.cov)
     assert mean_z < 0.3 and cov_rel < 0.25, (mean_z, cov_rel)
     with pytest.raises(BnnkitError, match="correction=True.*sequential"):
         run(PreconditionedSGLD(1e-4, correction=True), num_samples=5, num_chains=2, chain_method="vectorized")
 
 
+@pytest.mark.slow  # over 3 s: the default run stays under 3 min
 def test_psgld_with_correction_term_matches_too():
     s = run(PreconditionedSGLD(1e-4, correction=True), num_samples=1500)
     mean_z, cov_rel = sg_errors(s.positions, PROB.mean, PROB.cov)

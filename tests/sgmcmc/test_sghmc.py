@@ -33,6 +33,7 @@ def errors(step_size: float, noise_estimate="zero") -> tuple[float, float]:
     return sg_errors(run(SGHMC(step_size, friction=10.0, noise_estimate=b)).positions, PROB.mean, PROB.cov)
 
 
+@pytest.mark.slow  # over 8 s: the default run stays under 3 min
 def test_sghmc_error_shrinks_with_step_size_and_is_small_at_the_smallest():
     errs = [errors(eps) for eps in (0.02, 0.01, 0.005)]
     assert errs[0][1] > errs[1][1] > errs[2][1], errs

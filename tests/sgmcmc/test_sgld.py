@@ -24,6 +24,7 @@ def run(alg, batch_size=10, **kw):
     return bnnkit.sample(alg, PROB.posterior(num_data=100), stream, **{**RUN, **kw})
 
 
+@pytest.mark.slow  # over 8 s: the default run stays under 3 min
 def test_sgld_error_shrinks_with_step_size_and_is_small_at_the_smallest():
     errors = [sg_errors(run(SGLD(eps)).positions, PROB.mean, PROB.cov) for eps in (2e-3, 6e-4, 2e-4)]
     cov_err = [c for _, c in errors]
@@ -32,6 +33,7 @@ def test_sgld_error_shrinks_with_step_size_and_is_small_at_the_smallest():
     assert mean_z < 0.3 and cov_rel < 0.25, errors
 
 
+@pytest.mark.slow  # over 3 s: the default run stays under 3 min
 def test_cold_posterior_shrinks_the_covariance_by_the_temperature():
     s = run(SGLD(2e-4, temperature=0.25))
     mean_z, cov_rel = sg_errors(s.positions, PROB.mean, 0.25 * PROB.cov)

@@ -12,6 +12,7 @@ from bnnkit.vi.optim import FlatAdam
 from tests.helpers import linear_problem
 
 
+@pytest.mark.slow  # over 3 s: the default run stays under 3 min
 @pytest.mark.parametrize("estimator", ["reparam", "local", "flipout"])
 def test_bbb_reaches_the_closed_form_mean_field_optimum(estimator):
     # For a Gaussian likelihood and prior the mean-field optimum is known exactly:

@@ -30,6 +30,7 @@ def test_ssge_recovers_the_score_of_a_correlated_gaussian():
     assert torch.allclose(grad * sigma, -torch.ones(3, dtype=torch.float64), atol=0.3), grad * sigma
 
 
+@pytest.mark.slow  # over 3 s: the default run stays under 3 min
 def test_fbnn_reaches_the_mean_field_optimum_of_the_linear_kernel_target():
     """Linear model, linear kernel, M = d fixed measurement points: q(f^X) is an invertible linear
     image of q(w), so the functional KL equals the weight-space KL against prior precision A and
