@@ -20,13 +20,7 @@ import json
 import math
 from collections import defaultdict
 
-
-def mean_se(values: list[float]) -> tuple[float, float]:
-    n = len(values)
-    mu = sum(values) / n
-    if n < 2:
-        return mu, float("nan")
-    return mu, math.sqrt(sum((v - mu) ** 2 for v in values) / (n - 1) / n)
+from bnnkit.bench.uci.report import mean_se
 
 
 def total_seconds(cell: dict) -> float:

@@ -20,13 +20,7 @@ import json
 import math
 from collections import defaultdict
 
-
-def mean_se(values: list[float]) -> tuple[float, float]:
-    n = len(values)
-    m = sum(values) / n
-    if n < 2:
-        return m, float("nan")
-    return m, math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1) / n)
+from bnnkit.bench.uci.report import mean_se
 
 
 def main() -> None:
