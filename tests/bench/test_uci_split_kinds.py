@@ -46,6 +46,7 @@ def _cells(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "uci_cells.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow  # over 2.5 s: the default run stays under 3 min
 def test_gap_splits_run_directly_and_from_the_written_layout_alike(tmp_path, capsys):
     write_uci_folder(tmp_path / "data")
     # directly: --split-kind gap on the set
@@ -77,6 +78,7 @@ def test_gap_splits_run_directly_and_from_the_written_layout_alike(tmp_path, cap
     assert all(c["split_kind"] == "random" and "coverage_95" in c for c in random_cells)
 
 
+@pytest.mark.slow  # over 2.5 s: the default run stays under 3 min
 def test_resume_and_from_cells_never_mix_kinds(tmp_path, capsys):
     write_uci_folder(tmp_path / "data")
     out = tmp_path / "out"

@@ -15,6 +15,7 @@ def _ulps(y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     return (y.double() - ref).abs() / ulp
 
 
+@pytest.mark.slow  # over 2.5 s: the default run stays under 3 min
 def test_fast_tanh_within_one_and_a_half_ulp_of_float64_tanh():
     x = torch.cat(
         [

@@ -33,6 +33,7 @@ def test_cosine_cycle_values_and_stages():
     [CyclicalSGLD(1e-3, 200, exploration=0.5), CyclicalSGHMC(0.02, 200, exploration=0.5, friction=10.0)],
     ids=["csgld", "csghmc"],
 )
+@pytest.mark.slow  # over 2.5 s: the default run stays under 3 min
 def test_cyclical_samplers_match_the_posterior_within_stated_error(alg):
     """Cycles long enough for the sampling stage to mix; error within 0.3 sd / 30% covariance."""
     s = run(alg)
@@ -43,6 +44,7 @@ def test_cyclical_samplers_match_the_posterior_within_stated_error(alg):
     assert float(s.stats["step_size"].max()) <= peak / 2 + 1e-15
 
 
+@pytest.mark.slow  # over 2.5 s: the default run stays under 3 min
 def test_cyclical_psgld_in_vectorised_chains_matches_the_posterior():
     """pSGLD on a cosine cycle (experiments/uci_cyclical_rhat.py's sampler), 2 vectorised chains:
     draws from the sampling stage only, posterior moments within the stated error."""

@@ -25,6 +25,7 @@ def test_psgld_matches_the_posterior_within_stated_error():
     assert mean_z < 0.3 and cov_rel < 0.25, (mean_z, cov_rel)
 
 
+@pytest.mark.slow  # over 2.5 s: the default run stays under 3 min
 def test_vectorised_psgld_chains_match_the_posterior_and_the_correction_is_refused():
     """pSGLD is elementwise in every chain's own gradient and V, so K chains run as one stacked
     computation; the Hessian-diagonal correction (one chain's Hessian-vector product) does not."""
