@@ -54,24 +54,21 @@ def test_a_run_that_cannot_meet_its_rule_stops_at_the_budget_and_says_so():
 def test_the_rule_survives_an_interruption_and_stops_at_the_same_draw(tmp_path):
     post = _post()
     data = Minibatches(PROB.X, PROB.y, batch_size=40)
-    full = bnnkit.sample(
-        bnnkit.SGLD(2e-3),
-        post,
-        data,
-        num_samples=5000,
-        stop_when=FunctionSpaceConvergence(post, PROB.X[:10], rhat=1.05, ess=200),
-        **VEC,
-    )
+
+    def run(output=None):  # a fresh rule each call, as a new process would have
+        return bnnkit.sample(
+            bnnkit.SGLD(2e-3),
+            post,
+            data,
+            num_samples=5000,
+            output=output,
+            stop_when=FunctionSpaceConvergence(post, PROB.X[:10], rhat=1.05, ess=200),
+            **VEC,
+        )
+
+    full = run()
     out = tmp_path / "run"
-    first = bnnkit.sample(
-        bnnkit.SGLD(2e-3),
-        post,
-        data,
-        num_samples=5000,
-        output=str(out),
-        stop_when=FunctionSpaceConvergence(post, PROB.X[:10], rhat=1.05, ess=200),
-        **VEC,
-    )
+    first = run(str(out))
     assert torch.equal(first.positions, full.positions)
     # lose everything after the third chunk, as a kill would, and resume
     for c in range(4):
@@ -82,15 +79,7 @@ def test_the_rule_survives_an_interruption_and_stops_at_the_same_draw(tmp_path):
     index = store.read_index(0)
     index["checkpoints"] = [e for e in index["checkpoints"] if e["num_chunks"] <= 3]
     store._write_index(0, index)
-    resumed = bnnkit.sample(
-        bnnkit.SGLD(2e-3),
-        post,
-        data,
-        num_samples=5000,
-        output=str(out),
-        stop_when=FunctionSpaceConvergence(post, PROB.X[:10], rhat=1.05, ess=200),
-        **VEC,
-    )
+    resumed = run(str(out))
     assert torch.equal(resumed.positions, full.positions)
     assert resumed.config["stopped"]["reason"] == full.config["stopped"]["reason"]
 
