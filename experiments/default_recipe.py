@@ -34,6 +34,16 @@ VARIANTS = {
     # the noise sd held at the MAP phase's held-out RMSE instead of sampled
     "hnoise": dict(noise="heldout"),
     "hnoise_p10s8": dict(noise="heldout", map_patience=10, burn_in=500, draws=50, thin=25, chains=8),
+    # a weaker Gamma(1, rate) prior on the noise precision: rate 1e-3 instead of 0.1, so a nearly
+    # noiseless target is not pulled to a noise sd of ~0.05 (the prior's -rate * tau term)
+    "nprior3": dict(noise_prior=(1.0, 1e-3)),
+    # and the MAP phase capped at 300 epochs of its rows (an ensemble member's budget)
+    "nprior3_e300": dict(noise_prior=(1.0, 1e-3), map_max_epochs=300),
+    # and the sampling phase capped at 300 epochs too (burn-in and thinning scaled down alike)
+    "nprior3_e300s": dict(noise_prior=(1.0, 1e-3), map_max_epochs=300, sampler_max_epochs=300),
+    "e300s": dict(map_max_epochs=300, sampler_max_epochs=300),
+    # the MAP phase capped at 600 epochs, the sampling phase at 300
+    "nprior3_m600s300": dict(noise_prior=(1.0, 1e-3), map_max_epochs=600, sampler_max_epochs=300),
     # the sequential MAP phase (one chain after another), otherwise the default
     "seqmap": dict(vectorized_map=False),
 }
@@ -63,7 +73,18 @@ def run(name: str, split: int, variant: str, root: str, threads: int) -> dict:
         "rhat": fit.diagnostics.get("rhat"),
         "ess": fit.diagnostics.get("ess"),
         "seconds": seconds,
+        "map_steps": ((fit.draws.config or {}).get("convergence", {}).get("map_steps") if fit.draws else None),
+        "stopped": fit.diagnostics.get("stopped"),
+        "noise_sd": _noise_sd(fit),
     }
+
+
+def _noise_sd(fit) -> float | None:
+    """The mean sampled noise sd in standardised units (None when the noise is not sampled)."""
+    if fit.draws is None or "likelihood.log_precision" not in fit.posterior.view.names:
+        return None
+    lp = fit.posterior.view.unravel(fit.draws.positions.reshape(-1, fit.draws.positions.shape[-1]))["likelihood.log_precision"]
+    return float((-0.5 * lp).exp().mean())
 
 
 def main() -> None:

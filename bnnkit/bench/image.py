@@ -6,7 +6,8 @@ reports, on the test split, the error, NLL, ECE (15 bins) and the OOD AUROC of t
 entropy against the other data set's test images; reliability diagrams as PNG, tables as
 markdown, CSV and JSON.
 
-Methods (:data:`METHODS`): SG-MCMC (``sghmc``, ``sgld``, ``asghmc``), functional SG-MCMC
+Methods (:data:`METHODS`): ``default``, the call ``bnnkit.fit(net, (x, y))`` with the default
+sampler recipe (its own budget, :mod:`bnnkit.api.recipe`); SG-MCMC (``sghmc``, ``sgld``, ``asghmc``), functional SG-MCMC
 (``fsghmc``, ``fsgld``) with an RBF GP prior on the logits fitted to the training images, Bayes by
 Backprop, FBNN, MC dropout, last-layer Laplace and a deep ensemble.  Every method gets the same
 budget (``burn_in`` steps, then ``draws`` draws thinned by ``thin``; the baselines as many epochs),
@@ -31,6 +32,7 @@ from typing import Any
 
 import torch
 
+from ..api.recipe import SamplerRecipe
 from ..core.errors import BnnkitError
 from ..core.posterior import Posterior
 from ..core.random import global_rng_seeded
@@ -46,11 +48,12 @@ from .records import append_record, output_folder, read_records, start_records
 from .uci import canonical_methods
 from .uci import predictive as _weight_predictive
 
-METHODS = ("sghmc", "sgld", "asghmc", "fsghmc", "fsgld", "bbb", "fbnn", "mcdropout", "ensemble", "laplace")
+METHODS = ("default", "sghmc", "sgld", "asghmc", "fsghmc", "fsgld", "bbb", "fbnn", "mcdropout", "ensemble", "laplace")
 MODELS = ("cnn", "resnet18")
 DATASETS = ("mnist", "fmnist", "fmnist-partial")
 PARTIAL_TEST_ROWS = 1000  # fmnist-partial: the last 1000 available images are its test set
 DEFAULTS = {
+    "default_recipe": None,  # the default row's recipe: None is bnnkit.api.DEFAULT_RECIPE (its own budget)
     "batch_size": 125,
     "burn_in": 2400,  # 5 epochs of MNIST at batch 125
     "draws": 10,
@@ -87,6 +90,7 @@ DEFAULTS = {
     "fsg_weight_scale": None,  # fsghmc / fsgld: sigma_w of FunctionalPosterior's weight term (None: none)
 }
 QUICK = {
+    "default_recipe": dict(chains=2, map_max_steps=60, burn_in=30, draws=4, thin=5, check_every=4),
     "burn_in": 60,
     "draws": 4,
     "thin": 5,
@@ -212,6 +216,13 @@ def _draws(method, x, y, cfg, seed, progress, gp, model="cnn", width=None):
     with global_rng_seeded(seed):
         net = build_net(model, width=width)
         dropout_net = build_net(model, cfg["mcdropout"]["p"], width) if method == "mcdropout" else None
+    if method == "default":  # what a user gets from bnnkit.fit(net, (x, y)): the default recipe
+        from ..api import fit
+
+        short = cfg.get("default_recipe")  # quick mode's short recipe; None: the default one
+        recipe = None if short is None else SamplerRecipe(**short)
+        result = fit(net, (x, y), method="default", seed=seed, progress=progress, recipe=recipe)
+        return result.posterior, result.draws
     stream = Minibatches(x, y, batch_size=min(cfg["batch_size"], n))
     # Chains start from PyTorch's initialisation: a draw from the N(0, 1) prior puts a ReLU CNN in a
     # saturated regime the chain does not leave within the budget (91% error after 450 steps).

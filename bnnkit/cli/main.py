@@ -218,8 +218,9 @@ def _add_bench_image(bench_sub: Any) -> None:
     img.add_argument(
         "--methods",
         type=_names,
-        default="sghmc,sgld,fsghmc,fsgld,bbb",
-        help="comma-separated, from sghmc,sgld,asghmc,fsghmc,fsgld,bbb,fbnn,mcdropout,ensemble,laplace (default: %(default)s)",
+        default="default,sghmc,sgld,fsghmc,fsgld,bbb",
+        help="comma-separated, from default,sghmc,sgld,asghmc,fsghmc,fsgld,bbb,fbnn,mcdropout,ensemble,laplace "
+        "(default: %(default)s; default is bnnkit.fit(net, (x, y)) with the default recipe)",
     )
     img.add_argument("--quick", action="store_true", help="600 training images, short runs: a smoke test")
     img.add_argument("--data", default=None, help="data directory (default: $BNNKIT_DATA or the user cache)")

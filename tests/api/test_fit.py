@@ -273,3 +273,33 @@ def test_a_run_streamed_to_a_folder_comes_back_the_same_when_called_again(tmp_pa
 def test_a_recipe_with_an_unknown_noise_rule_is_refused_before_any_work():
     with pytest.raises(BnnkitError, match="noise must be 'sampled' or 'heldout'"):
         SamplerRecipe(noise="fixed")
+
+
+def test_the_epoch_caps_shrink_the_budget_on_few_rows_and_leave_many_rows_alone():
+    from bnnkit.api.recipe import map_steps_cap, sampler_schedule
+
+    r = SamplerRecipe(map_max_epochs=300, sampler_max_epochs=300)  # 1000 burn-in + 100 x 50
+    # 224 rows: the MAP fits 202 of them (7 minibatches of 32), 300 epochs = 2100 steps
+    assert map_steps_cap(r, 224, 32) == 2100
+    # the sampling phase's 6000 steps shrink to 300 epochs of 7 minibatches: factor 0.35
+    assert sampler_schedule(r, 224, 32) == (350, 18)
+    assert map_steps_cap(r, 10_000, 32) == r.map_max_steps  # the step cap binds first
+    assert sampler_schedule(r, 10_000, 32) == (r.burn_in, r.thin)
+    uncapped = SamplerRecipe(map_max_epochs=None, sampler_max_epochs=None)
+    assert map_steps_cap(uncapped, 224, 32) == uncapped.map_max_steps
+    assert sampler_schedule(uncapped, 224, 32) == (uncapped.burn_in, uncapped.thin)
+
+
+def test_a_capped_recipe_runs_the_steps_it_says():
+    x, y = _data(n=64)  # 2 minibatches of 32 per epoch (the sampler's); the MAP fits 58 rows
+    r = SamplerRecipe(
+        map_max_steps=10_000, map_max_epochs=20, map_patience=10**6, burn_in=100, draws=10, thin=10,
+        sampler_max_epochs=50, check_every=10,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        f = bnnkit.fit(_net(), (x, y), progress=False, recipe=r)
+    steps = f.draws.config["convergence"]["map_steps"]
+    assert all(run == 40 for _, run in steps.values())  # 20 epochs of 2 minibatches
+    # 50 epochs of 2 minibatches = 100 steps for 200 planned: factor 0.5, so 50 burn-in, thinned by 5
+    assert f.draws.config["num_warmup"] == 50 and f.draws.config["thin"] == 5

@@ -142,3 +142,23 @@ def test_fsg_prior_fit_is_a_protocol_key(tmp_path):
     assert "fit" not in old and old["num_points"] == 40
     with pytest.raises(BnnkitError, match="gp_fit must be one of classification, regression"):
         image._fit_gp(x, y, {**cfg, "gp_fit": "onehot"}, seed=0)
+
+
+@pytest.mark.skipif(not (DATA / "mnist").exists(), reason="needs ../shared/data/mnist")
+def test_image_default_row_is_what_fit_gives(tmp_path):
+    """The image bench's default row is bnnkit.fit(net, (x, y)) with the same network and seed."""
+    import bnnkit
+    from bnnkit.api.recipe import SamplerRecipe
+    from bnnkit.bench.image import QUICK, _load, build_net
+    from bnnkit.core.random import global_rng_seeded
+    from bnnkit.predict import expected_calibration_error
+
+    report = run_image("mnist", ("default",), out=tmp_path, root=str(DATA), quick=True, progress=False, log=lambda s: None)
+    row = report["rows"][0]
+    x, y, x_te, y_te, _, _ = _load("mnist", str(DATA), False, {**QUICK, "batch_size": 125, "train_rows": 600})
+    with global_rng_seeded(0):
+        net = build_net("cnn")
+    fit = bnnkit.fit(net, (x, y), seed=0, progress=False, recipe=SamplerRecipe(**QUICK["default_recipe"]))
+    probs = fit.predict(x_te).probs
+    assert row["test_error_pct"] == pytest.approx(100 * float((probs.argmax(-1) != y_te).double().mean()))
+    assert row["ece"] == pytest.approx(expected_calibration_error(probs, y_te)[0], rel=1e-6)

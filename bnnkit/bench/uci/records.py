@@ -26,7 +26,7 @@ from ...core.errors import BnnkitError
 from ...data.download import sha256
 from ...data.uci import uci_dataset_name
 from ..records import append_record, read_records, start_records
-from .protocol import PROTOCOL, SAME_SINCE_10, uses_gp_noise
+from .protocol import CARRIED, PROTOCOL, uses_gp_noise
 
 __all__ = ["append_record", "read_records", "start_records"]
 
@@ -89,10 +89,11 @@ def settings(quick: bool) -> dict[str, Any]:
 
 
 def same_run(cell: dict[str, Any], seed: int, quick: bool, split_kind: str = "random") -> bool:
-    """Whether ``cell`` is what a run with these arguments writes for it (a protocol-10 cell of a
-    method it already ran as :func:`bnnkit.fit` does counts)."""
+    """Whether ``cell`` is what a run with these arguments writes for it (an older protocol's cell
+    of a method that protocol ran as this one does, :data:`CARRIED`, counts)."""
     version = cell.get("protocol")
-    current = version == PROTOCOL or (version == 10 and not quick and cell.get("method") in SAME_SINCE_10)
+    carried = not quick and cell.get("method") in CARRIED.get(version, frozenset())
+    current = version == PROTOCOL or carried
     return (
         current
         and cell.get("quick") == quick
