@@ -60,7 +60,9 @@ def run(name: str, split: int, variant: str, root: str, threads: int) -> dict:
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        fit = bnnkit.fit(net, (data.x_train, data.y_train), method=method, recipe=recipe, seed=split, progress=False)
+        fit = bnnkit.fit(
+            net, (data.x_train, data.y_train), method=method, recipe=recipe, seed=split, progress=False
+        )
     seconds = time.perf_counter() - t0
     pred = fit.predict(data.x_test)  # standardised units (the loader's), then the set's own units
     lp = pred.log_prob(data.y_test)
@@ -73,7 +75,9 @@ def run(name: str, split: int, variant: str, root: str, threads: int) -> dict:
         "rhat": fit.diagnostics.get("rhat"),
         "ess": fit.diagnostics.get("ess"),
         "seconds": seconds,
-        "map_steps": ((fit.draws.config or {}).get("convergence", {}).get("map_steps") if fit.draws else None),
+        "map_steps": (
+            (fit.draws.config or {}).get("convergence", {}).get("map_steps") if fit.draws else None
+        ),
         "stopped": fit.diagnostics.get("stopped"),
         "noise_sd": _noise_sd(fit),
     }
@@ -83,7 +87,9 @@ def _noise_sd(fit) -> float | None:
     """The mean sampled noise sd in standardised units (None when the noise is not sampled)."""
     if fit.draws is None or "likelihood.log_precision" not in fit.posterior.view.names:
         return None
-    lp = fit.posterior.view.unravel(fit.draws.positions.reshape(-1, fit.draws.positions.shape[-1]))["likelihood.log_precision"]
+    lp = fit.posterior.view.unravel(fit.draws.positions.reshape(-1, fit.draws.positions.shape[-1]))[
+        "likelihood.log_precision"
+    ]
     return float((-0.5 * lp).exp().mean())
 
 

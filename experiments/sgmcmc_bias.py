@@ -175,7 +175,12 @@ def main() -> None:
     torch.set_num_threads(1)
     q = a.quick
     rows, test_rows = (200, 100) if q else (1000, 500)
-    ref_cfg = {"chains": 2 if q else 4, "warmup": 30 if q else 500, "draws": 30 if q else 500, "depth": 6 if q else 8}
+    ref_cfg = {
+        "chains": 2 if q else 4,
+        "warmup": 30 if q else 500,
+        "draws": 30 if q else 500,
+        "depth": 6 if q else 8,
+    }
     sg_cfg = {"burn_in": 200 if q else 4000, "draws": 10 if q else 100, "thin": 5 if q else 50}
     data, post, train, (xt, yt) = problem(a.data, rows, test_rows, a.hidden, a.sigma)
 
@@ -193,7 +198,8 @@ def main() -> None:
         ref_a, sec_a, _ = reference(*args, 0, ref_cfg["depth"])
         ref_b, sec_b, _ = reference(*args, 1, ref_cfg["depth"])
         torch.save(
-            {"key": json.dumps(key, sort_keys=True), "a": ref_a, "b": ref_b, "sec_a": sec_a, "sec_b": sec_b}, cache
+            {"key": json.dumps(key, sort_keys=True), "a": ref_a, "b": ref_b, "sec_a": sec_a, "sec_b": sec_b},
+            cache,
         )
     ref = torch.cat([ref_a, ref_b])
     fk = ref_a.reshape(ref_cfg["chains"], -1, ref_a.shape[-1])
@@ -220,7 +226,11 @@ def main() -> None:
         raise SystemExit(f"unknown method(s) {unknown}; choose from {', '.join(METHODS)}")
     old_json = out / ("bias_quick.json" if q else "bias.json")
     if set(chosen) != set(METHODS) and old_json.is_file():  # keep the rows of the methods not rerun
-        rows_out += [r for r in json.loads(old_json.read_text())["rows_out"] if r["method"] in set(METHODS) - set(chosen)]
+        rows_out += [
+            r
+            for r in json.loads(old_json.read_text())["rows_out"]
+            if r["method"] in set(METHODS) - set(chosen)
+        ]
     for method in chosen:
         for eps in METHODS[method][1]:
             try:
@@ -250,7 +260,12 @@ def main() -> None:
         "test_rows": test_rows,
         "hidden": a.hidden,
         "sigma": a.sigma,
-        "reference": {**ref_cfg, "seconds": [sec_a, sec_b], "function_rhat_max": float(rhat(fk).max()), **ref_scores},
+        "reference": {
+            **ref_cfg,
+            "seconds": [sec_a, sec_b],
+            "function_rhat_max": float(rhat(fk).max()),
+            **ref_scores,
+        },
         "sg": sg_cfg,
         "warm": WARM,
         "rows_out": rows_out,

@@ -27,7 +27,10 @@ def summarise(paths: list[str]) -> str:
         se = (sum((x - m) ** 2 for x in v) / (len(v) - 1) / len(v)) ** 0.5 if len(v) > 1 else float("nan")
         return f"{m:.3f} +- {se:.3f}"
 
-    out = ["| data set | variant | splits | test RMSE | test NLL | R-hat | seconds |", "|---|---|---:|---|---|---|---|"]
+    out = [
+        "| data set | variant | splits | test RMSE | test NLL | R-hat | seconds |",
+        "|---|---|---:|---|---|---|---|",
+    ]
     for (ds, v), rs in sorted(rows.items()):
         out.append(
             f"| {ds} | {v} | {len(rs)} | {ms([r['rmse'] for r in rs])} | {ms([r['nll'] for r in rs])} | "

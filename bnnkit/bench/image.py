@@ -48,7 +48,19 @@ from .records import append_record, output_folder, read_records, start_records
 from .uci import canonical_methods
 from .uci import predictive as _weight_predictive
 
-METHODS = ("default", "sghmc", "sgld", "asghmc", "fsghmc", "fsgld", "bbb", "fbnn", "mcdropout", "ensemble", "laplace")
+METHODS = (
+    "default",
+    "sghmc",
+    "sgld",
+    "asghmc",
+    "fsghmc",
+    "fsgld",
+    "bbb",
+    "fbnn",
+    "mcdropout",
+    "ensemble",
+    "laplace",
+)
 MODELS = ("cnn", "resnet18")
 DATASETS = ("mnist", "fmnist", "fmnist-partial")
 PARTIAL_TEST_ROWS = 1000  # fmnist-partial: the last 1000 available images are its test set

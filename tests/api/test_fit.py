@@ -293,8 +293,14 @@ def test_the_epoch_caps_shrink_the_budget_on_few_rows_and_leave_many_rows_alone(
 def test_a_capped_recipe_runs_the_steps_it_says():
     x, y = _data(n=64)  # 2 minibatches of 32 per epoch (the sampler's); the MAP fits 58 rows
     r = SamplerRecipe(
-        map_max_steps=10_000, map_max_epochs=20, map_patience=10**6, burn_in=100, draws=10, thin=10,
-        sampler_max_epochs=50, check_every=10,
+        map_max_steps=10_000,
+        map_max_epochs=20,
+        map_patience=10**6,
+        burn_in=100,
+        draws=10,
+        thin=10,
+        sampler_max_epochs=50,
+        check_every=10,
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)

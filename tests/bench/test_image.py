@@ -153,7 +153,9 @@ def test_image_default_row_is_what_fit_gives(tmp_path):
     from bnnkit.core.random import global_rng_seeded
     from bnnkit.predict import expected_calibration_error
 
-    report = run_image("mnist", ("default",), out=tmp_path, root=str(DATA), quick=True, progress=False, log=lambda s: None)
+    report = run_image(
+        "mnist", ("default",), out=tmp_path, root=str(DATA), quick=True, progress=False, log=lambda s: None
+    )
     row = report["rows"][0]
     x, y, x_te, y_te, _, _ = _load("mnist", str(DATA), False, {**QUICK, "batch_size": 125, "train_rows": 600})
     with global_rng_seeded(0):
