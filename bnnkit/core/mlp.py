@@ -199,31 +199,47 @@ class StackedMLP:
     """Value and gradient of an MLP posterior's log density at one position ``[D]``
     (:meth:`value_and_grad_one`) or over stacked positions ``[K, D]`` (:meth:`value_and_grad`)."""
 
-    def __init__(self, likelihood, layers: list[Layer], prior_value_and_grad):
+    def __init__(
+        self,
+        likelihood,
+        layers: list[Layer],
+        prior_value_and_grad,
+        extras: tuple[str, ...] = (),
+        d_net: int = 0,
+    ):
         self.likelihood = likelihood
         self.layers = layers  # weights and biases as slices of the flat position
         self.acts = [activation(layer.act) for layer in layers]
         self.act_backwards = [None if layer.act is None else ACTIVATIONS[layer.act][1] for layer in layers]
         self.prior = prior_value_and_grad
         self.in_features = layers[0].shape[1]
+        # the likelihood's learnt scalars (e.g. a Gaussian's log precision), in the position's
+        # last len(extras) entries, after the network's d_net
+        self.extras, self.d_net = extras, d_net
 
     @classmethod
     def build(cls, posterior) -> StackedMLP | None:
         lik = posterior.likelihood
         prior = posterior.bound_prior.value_and_grad
-        if prior is None or posterior.d_net != posterior.view.size:  # extras (learnt noise, ...)
+        if prior is None or posterior._prior_keys:  # a learnt prior scale: autograd
             return None
-        if not lik.per_row:
+        extras = tuple(posterior._lik_keys)
+        if posterior.d_net + len(extras) != posterior.view.size:  # an extra of more than one number
+            return None
+        if not (lik.per_row or extras):
             return None
         view = posterior.view
-        layers = mlp_layers(posterior.module, view.names, view.slice)  # None also for a fixed parameter
+        # the network's names only: the extras follow them in the flat position
+        layers = mlp_layers(
+            posterior.module, posterior.net_names, view.slice
+        )  # None also for a fixed parameter
         if layers is None:
             return None
         if getattr(posterior.bound_prior, "stacked", False):
             prior_vg = prior
         else:
             prior_vg = torch.func.vmap(prior)
-        return cls(lik, layers, prior_vg)
+        return cls(lik, layers, prior_vg, extras, posterior.d_net)
 
     def applies_to(self, batch: Batch, chains: bool = True) -> bool:
         """Inputs must be rows of features, ``[M, in]``, or per chain ``[K, M, in]`` where ``chains``."""
@@ -261,6 +277,8 @@ class StackedMLP:
         hidden: list[Tensor] = []
         out = forward(inputs.to(x.dtype), zip(weights, biases, self.acts), _CHAINS.linear, hidden)
         scale = 1.0 if num_data is None else num_data / m
+        if self.extras:
+            return self._with_extras(x, out, targets, scale, hidden, weights)
         with torch.enable_grad():
             f = out.detach().requires_grad_(True)
             rows = self.likelihood.log_prob_rows(f.flatten(0, 1), targets.flatten(0, 1), {})
@@ -271,3 +289,29 @@ class StackedMLP:
             grad = grad.clone()
         backward(g, hidden, weights, self.act_backwards, *_CHAINS.params(grad, self.layers), _CHAINS)
         return ll.detach() + lp, grad
+
+    def _with_extras(self, x, out, targets, scale, hidden, weights) -> tuple[Tensor, Tensor]:
+        """:meth:`value_and_grad` where the likelihood has learnt scalars (the last entries of
+        ``x``): the likelihood and its extras' prior, per chain, are differentiated by autograd
+        with respect to the outputs and the extras only (small tensors); the network's part of
+        the gradient is the hand-written backward, as without extras."""
+        lik = self.likelihood
+        with torch.enable_grad():
+            f = out.detach().requires_grad_(True)
+            e = x[:, self.d_net :].detach().requires_grad_(True)  # [K, E]
+            extra = {name: e[:, i] for i, name in enumerate(self.extras)}
+            chains = getattr(lik, "log_prob_chains", None)  # the K chains' in one call, else vmap
+            if chains is not None:
+                ll = chains(f, targets, extra) * scale
+            else:
+                ll = torch.func.vmap(lambda fk, tk, ek: lik.scaled_log_prob(fk, tk, ek, scale))(
+                    f, targets, extra
+                )
+            total = ll + lik.extra_log_prior(extra)
+            g, g_extra = torch.autograd.grad(total.sum(), (f, e))
+        lp, g_net = self.prior(x[:, : self.d_net])
+        grad = torch.empty_like(x)
+        grad[:, : self.d_net] = g_net
+        grad[:, self.d_net :] = g_extra
+        backward(g, hidden, weights, self.act_backwards, *_CHAINS.params(grad, self.layers), _CHAINS)
+        return total.detach() + lp, grad

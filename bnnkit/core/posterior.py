@@ -162,6 +162,7 @@ class Posterior:
         mlp = self._mlp
         if (
             mlp is not None
+            and not mlp.extras  # one chain with learnt extras: autograd (the K-chain path has them)
             and x.ndim == 1
             and mlp.applies_to(batch, chains=False)
             and not self._call.patched()

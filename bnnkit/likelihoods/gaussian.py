@@ -56,8 +56,7 @@ class Gaussian(Likelihood):
         r = target - f
         n = r.numel()
         if self.learn_noise:
-            log_tau = extra["log_precision"]
-            return 0.5 * n * (log_tau - LOG_2PI) - 0.5 * log_tau.exp() * (r * r).sum()
+            return _learnt_noise_log_density(r.reshape(-1), extra["log_precision"], n)
         tau = 1.0 / self.noise**2
         return 0.5 * n * (math.log(tau) - LOG_2PI) - 0.5 * tau * (r * r).sum()
 
@@ -91,6 +90,18 @@ class Gaussian(Likelihood):
         tau = 1.0 / self.noise**2
         return sq.mul(-0.5 * tau).add(0.5 * per * (math.log(tau) - LOG_2PI))
 
+    def log_prob_chains(self, output: Tensor, target: Tensor, extra: dict[str, Tensor]) -> Tensor:
+        """:meth:`log_prob` of K chains at once, ``[K]``: outputs and targets carry a leading chain
+        dimension, each extra is ``[K]`` (the stacked-MLP gradient of :mod:`bnnkit.core.mlp`)."""
+        r = target - _match(output, target)
+        per_chain = r[0].numel()
+        if self.learn_noise:
+            return _learnt_noise_log_density(r.reshape(r.shape[0], -1), extra["log_precision"], per_chain)
+        tau = 1.0 / self.noise**2
+        return 0.5 * per_chain * (math.log(tau) - LOG_2PI) - 0.5 * tau * (r * r).reshape(r.shape[0], -1).sum(
+            1
+        )
+
     def extra_log_prior(self, extra: dict[str, Tensor]) -> Tensor | float:
         if not self.learn_noise:
             return 0.0
@@ -121,6 +132,12 @@ class Gaussian(Likelihood):
             "learn_noise": self.learn_noise,
             "precision_prior": list(self.precision_prior),
         }
+
+
+def _learnt_noise_log_density(r: Tensor, log_tau: Tensor, n: int) -> Tensor:
+    """sum_i log N(r_i; 0, 1/tau) over the last dimension of the residuals ``r`` (``n`` of them),
+    tau = exp(log_tau): ``n/2 (log tau - log 2 pi) - tau/2 sum_i r_i^2``."""
+    return 0.5 * n * (log_tau - LOG_2PI) - 0.5 * log_tau.exp() * (r * r).sum(-1)
 
 
 def _match(output: Tensor, target: Tensor) -> Tensor:

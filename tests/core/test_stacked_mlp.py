@@ -122,10 +122,52 @@ def test_a_patched_forward_leaves_the_hand_written_pass():
     assert not torch.allclose(patched, plain)
 
 
+@pytest.mark.parametrize("chain_batched", [True, False])
+def test_a_learnt_noise_takes_the_hand_written_pass_with_the_autograd_gradient(chain_batched, monkeypatch):
+    """The default recipe's posterior: the Gaussian's log precision is the position's last entry;
+    value and gradient (the noise's included, its Gamma prior too) are autograd's per chain."""
+    torch.manual_seed(0)
+    net = _mlp(torch.nn.Tanh, 1)
+    lik = bnnkit.Gaussian(0.5, learn_noise=True, precision_prior=(2.0, 0.3))
+    post = bnnkit.Posterior(net, lik, bnnkit.GaussianPrior(1.0), num_data=50)
+    from bnnkit.core.mlp import StackedMLP
+
+    calls = []
+    real = StackedMLP._with_extras
+    monkeypatch.setattr(StackedMLP, "_with_extras", lambda self, *a: calls.append(1) or real(self, *a))
+    target = post.target().vectorized(chain_batched)
+    k = 3
+    x = torch.randn(k, post.view.size, dtype=torch.float64) * 0.5
+    x[:, -1] = torch.tensor([-1.0, 0.5, 2.0], dtype=torch.float64)  # log precisions
+    inputs = torch.randn(k, 10, 4, dtype=torch.float64)
+    targets = torch.randn(k, 10, dtype=torch.float64)
+    batch = (inputs, targets) if chain_batched else (inputs[0], targets[0])
+    lp, grad = target.value_and_grad(x, batch)
+    for c in range(k):
+        rows = (inputs[c], targets[c]) if chain_batched else batch
+        lp_ref, g_ref = Target.autograd_value_and_grad(post.log_prob_flat, x[c], rows)
+        torch.testing.assert_close(lp[c], lp_ref)
+        torch.testing.assert_close(grad[c], g_ref)
+    assert grad[:, -1].abs().min() > 0  # the noise moves
+    assert calls == [1]  # by the hand-written pass, not vmap
+
+
+def test_the_chains_gaussian_log_density_is_each_chains():
+    out, y = torch.randn(3, 7, 1, dtype=torch.float64), torch.randn(3, 7, dtype=torch.float64)
+    for lik, extra in [
+        (bnnkit.Gaussian(0.4), {}),
+        (bnnkit.Gaussian(0.4, learn_noise=True), {"log_precision": torch.tensor([0.1, -0.3, 1.2])}),
+    ]:
+        got = lik.log_prob_chains(out, y, extra)
+        for c in range(3):
+            one = {k: v[c] for k, v in extra.items()}
+            torch.testing.assert_close(got[c], lik.log_prob(out[c], y[c], one))
+
+
 def test_models_outside_the_route_use_vmap():
     lin = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
-    learnt = bnnkit.Posterior(lin, bnnkit.Gaussian(0.5, learn_noise=True), bnnkit.GaussianPrior(1.0))
-    assert learnt.target().stacked_grad is None  # an extra parameter (the noise) in the position
+    learnt = bnnkit.Posterior(lin, bnnkit.Gaussian(0.5), bnnkit.GaussianPrior(1.0, learn_precision=True))
+    assert learnt.target().stacked_grad is None  # a learnt prior precision in the position
     gelu = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.GELU(), torch.nn.Linear(4, 1))
     assert (
         bnnkit.Posterior(gelu, bnnkit.Gaussian(0.5), bnnkit.GaussianPrior(1.0)).target().stacked_grad is None
