@@ -90,17 +90,28 @@ class Gaussian(Likelihood):
         tau = 1.0 / self.noise**2
         return sq.mul(-0.5 * tau).add(0.5 * per * (math.log(tau) - LOG_2PI))
 
-    def log_prob_chains(self, output: Tensor, target: Tensor, extra: dict[str, Tensor]) -> Tensor:
-        """:meth:`log_prob` of K chains at once, ``[K]``: outputs and targets carry a leading chain
-        dimension, each extra is ``[K]`` (the stacked-MLP gradient of :mod:`bnnkit.core.mlp`)."""
+    def scaled_log_prob_chains_and_grad(
+        self, output: Tensor, target: Tensor, extra: dict[str, Tensor], scale: float
+    ) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+        """K chains' ``scale * log_prob`` plus the extras' log prior, ``[K]`` (outputs and targets
+        with a leading chain dimension, each extra ``[K]``; the stacked-MLP gradient of
+        :mod:`bnnkit.core.mlp`), and its
+        gradients in closed form: with respect to the outputs ``scale tau r``, and to a learnt
+        ``log tau``: ``scale (n/2 - tau/2 sum r^2) + a - b tau`` (Gamma(a, b) prior of tau)."""
         r = target - _match(output, target)
-        per_chain = r[0].numel()
-        if self.learn_noise:
-            return _learnt_noise_log_density(r.reshape(r.shape[0], -1), extra["log_precision"], per_chain)
-        tau = 1.0 / self.noise**2
-        return 0.5 * per_chain * (math.log(tau) - LOG_2PI) - 0.5 * tau * (r * r).reshape(r.shape[0], -1).sum(
-            1
-        )
+        rows = r.reshape(r.shape[0], -1)
+        n = rows.shape[1]
+        ss = (rows * rows).sum(-1)
+        if not self.learn_noise:
+            tau = 1.0 / self.noise**2
+            value = 0.5 * n * (math.log(tau) - LOG_2PI) - 0.5 * tau * ss
+            return scale * value, ((scale * tau) * r).reshape(output.shape), {}
+        a, b = self.precision_prior
+        log_tau = extra["log_precision"]
+        tau = log_tau.exp()
+        value = scale * _learnt_noise_log_density(rows, log_tau, n) + self.extra_log_prior(extra)
+        d_out = ((scale * tau).reshape(-1, *[1] * (r.ndim - 1)) * r).reshape(output.shape)
+        return value, d_out, {"log_precision": scale * (0.5 * n - 0.5 * tau * ss) + (a - b * tau)}
 
     def extra_log_prior(self, extra: dict[str, Tensor]) -> Tensor | float:
         if not self.learn_noise:

@@ -152,16 +152,21 @@ def test_a_learnt_noise_takes_the_hand_written_pass_with_the_autograd_gradient(c
     assert calls == [1]  # by the hand-written pass, not vmap
 
 
-def test_the_chains_gaussian_log_density_is_each_chains():
+def test_the_chains_gaussian_gradient_in_closed_form_is_autograds():
     out, y = torch.randn(3, 7, 1, dtype=torch.float64), torch.randn(3, 7, dtype=torch.float64)
-    for lik, extra in [
-        (bnnkit.Gaussian(0.4), {}),
-        (bnnkit.Gaussian(0.4, learn_noise=True), {"log_precision": torch.tensor([0.1, -0.3, 1.2])}),
-    ]:
-        got = lik.log_prob_chains(out, y, extra)
+    log_tau = torch.tensor([0.1, -0.3, 1.2], dtype=torch.float64)
+    for lik, learnt in [(bnnkit.Gaussian(0.4), False), (bnnkit.Gaussian(0.4, learn_noise=True), True)]:
+        extra = {"log_precision": log_tau} if learnt else {}
+        value, d_out, d_extra = lik.scaled_log_prob_chains_and_grad(out, y, extra, 2.5)
         for c in range(3):
-            one = {k: v[c] for k, v in extra.items()}
-            torch.testing.assert_close(got[c], lik.log_prob(out[c], y[c], one))
+            f = out[c].clone().requires_grad_(True)
+            e = {k: v[c].clone().requires_grad_(True) for k, v in extra.items()}
+            ref = lik.scaled_log_prob(f, y[c], e, 2.5) + lik.extra_log_prior(e)
+            grads = torch.autograd.grad(ref, [f, *e.values()])
+            torch.testing.assert_close(value[c], ref.detach())
+            torch.testing.assert_close(d_out[c], grads[0])
+            if learnt:
+                torch.testing.assert_close(d_extra["log_precision"][c], grads[1])
 
 
 def test_models_outside_the_route_use_vmap():

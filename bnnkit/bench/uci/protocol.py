@@ -26,7 +26,7 @@ from ...api.recipe import DEFAULT_RECIPE, SamplerRecipe
 
 # Written into every cell (key "protocol"); --resume and --from-cells take only cells of it.  12: every
 # method through bnnkit.fit.  Protocol 10's cells of the methods it already ran as fit does count too.
-PROTOCOL = 13  # 13: the default recipe's weak noise prior and 300-epoch MAP cap (CHANGELOG)
+PROTOCOL = 13  # 13: the default recipe's weak noise prior and 600-epoch MAP cap (CHANGELOG)
 _BASELINES = frozenset({"ensemble", "mcdropout", "laplace", "bbb"})
 # the methods whose cells an older protocol wrote exactly as this one writes them (same code, same
 # numbers), so --resume and --from-cells take them: protocol version -> methods
