@@ -47,7 +47,13 @@ from bnnkit.data.uci import load_uci
 from bnnkit.laplace import Laplace
 from bnnkit.predict.metrics import expected_calibration_error
 
-UCI_CONFIGS = [("all", "full"), ("all", "diag"), ("all", "kron"), ("last_layer", "full"), ("last_layer", "kron")]
+UCI_CONFIGS = [
+    ("all", "full"),
+    ("all", "diag"),
+    ("all", "kron"),
+    ("last_layer", "full"),
+    ("last_layer", "kron"),
+]
 MNIST_CONFIGS = [("last_layer", "full"), ("last_layer", "kron")]
 NOISE0 = 0.5  # the noise (standardised units) of the MAP objective, before tuning
 
@@ -101,12 +107,20 @@ def run_uci(name: str, split: int, root: str, steps: int, full_all: bool) -> lis
         # laplace-torch
         lt = laplace_torch()
         t = time.perf_counter()
-        ll = lt.Laplace(module, "regression", subset_of_weights=subset, hessian_structure=structure,
-                        sigma_noise=NOISE0, prior_precision=1.0)
+        ll = lt.Laplace(
+            module,
+            "regression",
+            subset_of_weights=subset,
+            hessian_structure=structure,
+            sigma_noise=NOISE0,
+            prior_precision=1.0,
+        )
         ll.fit(torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, y[:, None]), batch_size=len(X)))
         # the two evidences at one common point, before tuning: equal where the curvature is
-        row["log_marglik_at_init"] = [float(la.log_marginal_likelihood(1.0, NOISE0)),
-                                      float(ll.log_marginal_likelihood(torch.ones(1), torch.tensor([NOISE0])))]
+        row["log_marglik_at_init"] = [
+            float(la.log_marginal_likelihood(1.0, NOISE0)),
+            float(ll.log_marginal_likelihood(torch.ones(1), torch.tensor([NOISE0]))),
+        ]
         log_prior = torch.zeros(1, requires_grad=True)
         log_sigma = torch.full((1,), math.log(NOISE0), requires_grad=True)
         opt = torch.optim.Adam([log_prior, log_sigma], lr=0.1)
@@ -131,7 +145,9 @@ def run_uci(name: str, split: int, root: str, steps: int, full_all: bool) -> lis
         row["laplace_torch_log_marglik"] = float(ll.log_marginal_likelihood())
         row["max_rel_diff_std"] = float(((v_b.sqrt() - v_l.sqrt()).abs() / v_l.sqrt()).max())
         rows.append(row)
-        print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
+        print(
+            json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}), flush=True
+        )
     return rows
 
 
@@ -146,29 +162,44 @@ def run_mnist(root: str, n_train: int, steps: int) -> list[dict]:
     module = mlp(784, 128, 10, seed=0)
     post = bnnkit.Posterior(module, bnnkit.Categorical(), bnnkit.GaussianPrior(1.0), num_data=n_train)
     t = time.perf_counter()
-    la0 = Laplace(post, subset="last_layer", structure="diag").fit((X, y), steps=steps, lr=1e-3, batch_size=128)
+    la0 = Laplace(post, subset="last_layer", structure="diag").fit(
+        (X, y), steps=steps, lr=1e-3, batch_size=128
+    )
     t_map = time.perf_counter() - t
     set_map(module, la0.map_params)
     lt = laplace_torch()
     rows = []
     for subset, structure in MNIST_CONFIGS:
-        row = {"dataset": f"mnist ({n_train} train)", "split": 0, "subset": subset, "structure": structure,
-               "map_s": t_map}
+        row = {
+            "dataset": f"mnist ({n_train} train)",
+            "split": 0,
+            "subset": subset,
+            "structure": structure,
+            "map_s": t_map,
+        }
         t = time.perf_counter()
         la = Laplace(post, subset=subset, structure=structure).fit((X, y), map="module")
         la.optimize_marglik()
         p_b = la.predict(Xt, link="probit").probs
         row["bnnkit_s"] = time.perf_counter() - t
         t = time.perf_counter()
-        ll = lt.Laplace(module, "classification", subset_of_weights=subset, hessian_structure=structure,
-                        prior_precision=1.0)
+        ll = lt.Laplace(
+            module,
+            "classification",
+            subset_of_weights=subset,
+            hessian_structure=structure,
+            prior_precision=1.0,
+        )
         ll.fit(torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, y), batch_size=1000))
-        row["log_marglik_at_init"] = [float(la.log_marginal_likelihood(1.0)),
-                                      float(ll.log_marginal_likelihood(torch.ones(1)))]
+        row["log_marglik_at_init"] = [
+            float(la.log_marginal_likelihood(1.0)),
+            float(ll.log_marginal_likelihood(torch.ones(1))),
+        ]
         ll.optimize_prior_precision(method="marglik")
         with torch.no_grad():
-            p_l = torch.cat([ll(Xt[i : i + 1000], pred_type="glm", link_approx="probit")
-                             for i in range(0, len(Xt), 1000)])
+            p_l = torch.cat(
+                [ll(Xt[i : i + 1000], pred_type="glm", link_approx="probit") for i in range(0, len(Xt), 1000)]
+            )
         row["laplace_torch_s"] = time.perf_counter() - t
         for lib, p in (("bnnkit", p_b), ("laplace_torch", p_l)):
             row[f"{lib}_error"] = float((p.argmax(-1) != yt).double().mean())
@@ -185,7 +216,9 @@ def run_mnist(root: str, n_train: int, steps: int) -> list[dict]:
         row["map_nll"] = float(-p_map.gather(1, yt[:, None]).clamp_min(1e-40).log().mean())
         row["map_ece"] = expected_calibration_error(p_map, yt)[0]
         rows.append(row)
-        print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
+        print(
+            json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}), flush=True
+        )
     return rows
 
 
@@ -195,7 +228,9 @@ def check_kron_noise_gradient() -> dict:
     g = torch.Generator().manual_seed(0)
     X = torch.randn(80, 3, generator=g)
     y = (X.sum(1) + 0.3 * torch.randn(80, generator=g))[:, None]
-    m = init_module_(nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 1)), torch.Generator().manual_seed(0))
+    m = init_module_(
+        nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 1)), torch.Generator().manual_seed(0)
+    )
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, y), batch_size=80)
     out = {}
     for structure in ("kron", "full"):
@@ -204,8 +239,10 @@ def check_kron_noise_gradient() -> dict:
         log_s = torch.zeros(1, requires_grad=True)
         la.log_marginal_likelihood(torch.ones(1), log_s.exp()).backward()
         h = 1e-3
-        fd = (la.log_marginal_likelihood(torch.ones(1), torch.tensor([math.exp(h)]))
-              - la.log_marginal_likelihood(torch.ones(1), torch.tensor([math.exp(-h)]))) / (2 * h)
+        fd = (
+            la.log_marginal_likelihood(torch.ones(1), torch.tensor([math.exp(h)]))
+            - la.log_marginal_likelihood(torch.ones(1), torch.tensor([math.exp(-h)]))
+        ) / (2 * h)
         out[structure] = {"autograd": float(log_s.grad), "finite_difference": float(fd)}
     return out
 
@@ -232,7 +269,9 @@ def markdown(rows: list[dict], command: str, total_s: float) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     uci = [r for r in rows if "bnnkit_rmse" in r]
-    keys = sorted({(r["dataset"], r["subset"], r["structure"]) for r in uci}, key=lambda k: (k[0], k[1], k[2]))
+    keys = sorted(
+        {(r["dataset"], r["subset"], r["structure"]) for r in uci}, key=lambda k: (k[0], k[1], k[2])
+    )
     for key in keys:
         rs = [r for r in uci if (r["dataset"], r["subset"], r["structure"]) == key]
 
@@ -300,17 +339,28 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--datasets", nargs="*", default=["boston", "concrete"])
     ap.add_argument("--splits", type=int, default=3, help="UCI splits 0..n-1")
     ap.add_argument("--uci-steps", type=int, default=1000, help="full-batch Adam steps of the MAP")
-    ap.add_argument("--full-splits", type=int, default=3,
-                    help="splits (of the first --splits) that also run the all-weights full GGN")
+    ap.add_argument(
+        "--full-splits",
+        type=int,
+        default=3,
+        help="splits (of the first --splits) that also run the all-weights full GGN",
+    )
     ap.add_argument("--mnist-train", type=int, default=10000, help="training images (0: skip MNIST)")
     ap.add_argument("--mnist-steps", type=int, default=2000, help="Adam steps (batch 128) of the MAP")
     ap.add_argument("--json", default="docs/results/laplace/laplace_compare.json")
     ap.add_argument("--markdown", default="docs/laplace_results.md")
     ap.add_argument("--render", metavar="JSON", help="only re-render the markdown from a saved JSON")
-    ap.add_argument("--check-kron-grad", action="store_true",
-                    help="only check laplace-torch's KFAC evidence gradient in the noise (see the docs)")
-    ap.add_argument("--threads", type=int, default=1,
-                    help="torch threads (1: at these sizes a second thread only adds synchronisation)")
+    ap.add_argument(
+        "--check-kron-grad",
+        action="store_true",
+        help="only check laplace-torch's KFAC evidence gradient in the noise (see the docs)",
+    )
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads (1: at these sizes a second thread only adds synchronisation)",
+    )
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.check_kron_grad:

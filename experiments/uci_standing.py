@@ -10,7 +10,8 @@ Reads one or more ``uci_cells.jsonl`` files of ``bnnkit bench uci`` and prints, 
   the method plus the GP noise fit it depends on; the bar: at most 2x);
 - the paired NLL difference against each other method over the splits both ran (mean +- s.e.).
 
-``python -m experiments.uci_standing docs/results/uci_bench/uci_cells.jsonl``
+``python -m experiments.uci_standing docs/results/uci_bench/uci_cells.jsonl`` (``--markdown``: one
+table row per set, as docs/results/default_recipe.md shows them)
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("cells", nargs="+")
     ap.add_argument("--method", default="default")
+    ap.add_argument("--markdown", action="store_true", help="one markdown table row per set")
     args = ap.parse_args()
     by: dict[str, dict[str, dict[int, dict]]] = defaultdict(lambda: defaultdict(dict))
     for path in args.cells:
@@ -41,6 +43,9 @@ def main() -> None:
             c = json.loads(line)
             by[c["dataset"]][c["method"]][c["split"]] = c
     me, wins, rmse_ok, cost_ok = args.method, 0, 0, 0
+    if args.markdown:
+        print(markdown(by, me))
+        return
     for ds, methods in sorted(by.items()):
         if me not in methods:
             continue
@@ -73,6 +78,47 @@ def main() -> None:
     n = sum(1 for methods in by.values() if me in methods)
     print(f"\n{me}: NLL lowest or within 1 s.e. on {wins} of {n}; RMSE <= 1.1x best on {rmse_ok} of {n}; ")
     print(f"seconds <= 2x the ensemble's on {cost_ok} of {n}")
+
+
+def markdown(by: dict, me: str) -> str:
+    """| set | me's NLL | best other NLL | paired vs ensemble | paired vs MC dropout | RMSE / best |
+    seconds per split me / ensemble |"""
+    out = [
+        f"| set (splits) | {me} NLL | best other NLL | paired vs ensemble | paired vs MC dropout | "
+        f"{me} RMSE / best | s/split {me} / ensemble |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for ds, methods in sorted(by.items()):
+        if me not in methods:
+            continue
+        nll = {m: mean_se([c["nll"] for c in cs.values()]) for m, cs in methods.items()}
+        rmse = {m: mean_se([c["rmse"] for c in cs.values()])[0] for m, cs in methods.items()}
+        sec = {m: mean_se([total_seconds(c) for c in cs.values()])[0] for m, cs in methods.items()}
+        other = min((m for m in nll if m != me), key=lambda m: nll[m][0])
+
+        def paired(m: str, methods: dict = methods) -> str:
+            if m not in methods:
+                return "-"
+            both = sorted(set(methods[m]) & set(methods[me]))
+            mu, se = mean_se([methods[me][s]["nll"] - methods[m][s]["nll"] for s in both])
+            return f"{mu:+.3f} +- {se:.3f}"
+
+        mine = f"{nll[me][0]:.3f} +- {nll[me][1]:.3f}"
+        theirs = f"{nll[other][0]:.3f} +- {nll[other][1]:.3f} ({other})"
+        if nll[me][0] < nll[other][0]:
+            mine = f"**{mine}**"
+        else:
+            theirs = f"**{theirs}**"
+        cost = (
+            f"{sec[me]:.0f} / {sec['ensemble']:.0f} ({sec[me] / sec['ensemble']:.1f}x)"
+            if "ensemble" in sec
+            else "-"
+        )
+        out.append(
+            f"| {ds} ({len(methods[me])}) | {mine} | {theirs} | {paired('ensemble')} | {paired('mcdropout')} | "
+            f"{rmse[me] / min(rmse.values()):.2f} | {cost} |"
+        )
+    return "\n".join(out)
 
 
 if __name__ == "__main__":
