@@ -49,13 +49,11 @@ def main() -> None:
     for ds, methods in sorted(by.items()):
         if me not in methods:
             continue
-        nll = {m: mean_se([c["nll"] for c in cs.values()]) for m, cs in methods.items()}
-        rmse = {m: mean_se([c["rmse"] for c in cs.values()])[0] for m, cs in methods.items()}
+        nll, rmse, sec = per_method(methods)
         best = min(nll, key=lambda m: nll[m][0])
         (bm, bs), (mm, ms) = nll[best], nll[me]
         close = mm - (0 if math.isnan(ms) else ms) <= bm + (0 if math.isnan(bs) else bs)
         ratio = rmse[me] / min(rmse.values())
-        sec = {m: mean_se([total_seconds(c) for c in cs.values()])[0] for m, cs in methods.items()}
         cost = sec[me] / sec["ensemble"] if "ensemble" in sec else float("nan")
         wins += close
         rmse_ok += ratio <= 1.1
@@ -73,11 +71,25 @@ def main() -> None:
                 continue
             both = sorted(set(cs) & set(methods[me]))
             if len(both) > 1:
-                mu, se = mean_se([methods[me][s]["nll"] - cs[s]["nll"] for s in both])
+                mu, se = paired(methods, me, m)
                 print(f"  paired NLL {me} - {m}: {mu:+.3f} +- {se:.3f} over {len(both)} splits")
     n = sum(1 for methods in by.values() if me in methods)
     print(f"\n{me}: NLL lowest or within 1 s.e. on {wins} of {n}; RMSE <= 1.1x best on {rmse_ok} of {n}; ")
     print(f"seconds <= 2x the ensemble's on {cost_ok} of {n}")
+
+
+def per_method(methods: dict) -> tuple[dict, dict, dict]:
+    """Per method of one set: (mean, s.e.) of the test NLL, mean RMSE, mean seconds per split."""
+    nll = {m: mean_se([c["nll"] for c in cs.values()]) for m, cs in methods.items()}
+    rmse = {m: mean_se([c["rmse"] for c in cs.values()])[0] for m, cs in methods.items()}
+    sec = {m: mean_se([total_seconds(c) for c in cs.values()])[0] for m, cs in methods.items()}
+    return nll, rmse, sec
+
+
+def paired(methods: dict, me: str, m: str) -> tuple[float, float]:
+    """(mean, s.e.) of me's NLL minus m's over the splits both ran."""
+    both = sorted(set(methods[m]) & set(methods[me]))
+    return mean_se([methods[me][s]["nll"] - methods[m][s]["nll"] for s in both])
 
 
 def markdown(by: dict, me: str) -> str:
@@ -91,17 +103,11 @@ def markdown(by: dict, me: str) -> str:
     for ds, methods in sorted(by.items()):
         if me not in methods:
             continue
-        nll = {m: mean_se([c["nll"] for c in cs.values()]) for m, cs in methods.items()}
-        rmse = {m: mean_se([c["rmse"] for c in cs.values()])[0] for m, cs in methods.items()}
-        sec = {m: mean_se([total_seconds(c) for c in cs.values()])[0] for m, cs in methods.items()}
+        nll, rmse, sec = per_method(methods)
         other = min((m for m in nll if m != me), key=lambda m: nll[m][0])
 
-        def paired(m: str, methods: dict = methods) -> str:
-            if m not in methods:
-                return "-"
-            both = sorted(set(methods[m]) & set(methods[me]))
-            mu, se = mean_se([methods[me][s]["nll"] - methods[m][s]["nll"] for s in both])
-            return f"{mu:+.3f} +- {se:.3f}"
+        def vs(m: str, methods: dict = methods) -> str:
+            return "-" if m not in methods else "{:+.3f} +- {:.3f}".format(*paired(methods, me, m))
 
         mine = f"{nll[me][0]:.3f} +- {nll[me][1]:.3f}"
         theirs = f"{nll[other][0]:.3f} +- {nll[other][1]:.3f} ({other})"
@@ -115,7 +121,7 @@ def markdown(by: dict, me: str) -> str:
             else "-"
         )
         out.append(
-            f"| {ds} ({len(methods[me])}) | {mine} | {theirs} | {paired('ensemble')} | {paired('mcdropout')} | "
+            f"| {ds} ({len(methods[me])}) | {mine} | {theirs} | {vs('ensemble')} | {vs('mcdropout')} | "
             f"{rmse[me] / min(rmse.values()):.2f} | {cost} |"
         )
     return "\n".join(out)

@@ -160,11 +160,12 @@ def _warm_starts(
     from ..core.random import make_generator
     from ..core.warm_start import fan_in_position, map_init
 
+    steps_cap = map_steps_cap(recipe, int(x.shape[0]), m)
     if not recipe.vectorized_map:
         init = map_init(
             posterior,
             (x, y),
-            steps=map_steps_cap(recipe, int(x.shape[0]), m),
+            steps=steps_cap,
             lr=recipe.map_lr,
             batch_size=m,
             start="fan_in",
@@ -172,7 +173,6 @@ def _warm_starts(
             patience=recipe.map_patience,
         )
         return init, init.map_steps, None  # filled as the driver calls it
-    steps_cap = map_steps_cap(recipe, int(x.shape[0]), m)
     gens = [make_generator(seed, MAP_CHAINS + c, x.device) for c in range(recipe.chains)]
     x0 = torch.stack([fan_in_position(posterior, g) for g in gens])
     best, steps, held_mse = map_phase(

@@ -228,6 +228,8 @@ class StackedMLP:
             return None
         if not (lik.per_row or extras):
             return None
+        if extras and not hasattr(lik, "scaled_log_prob_chains_and_grad"):  # no closed form: autograd
+            return None
         view = posterior.view
         # the network's names only: the extras follow them in the flat position
         layers = mlp_layers(
@@ -292,27 +294,13 @@ class StackedMLP:
 
     def _with_extras(self, x, out, targets, scale, hidden, weights) -> tuple[Tensor, Tensor]:
         """:meth:`value_and_grad` where the likelihood has learnt scalars (the last entries of
-        ``x``): the likelihood and its extras' prior per chain, differentiated with respect to
-        the outputs and the extras in closed form where the likelihood gives it
-        (``scaled_log_prob_chains_and_grad``), else by autograd on those small tensors; the
-        network's part of the gradient is the hand-written backward, as without extras."""
-        lik = self.likelihood
-        closed = getattr(lik, "scaled_log_prob_chains_and_grad", None)
-        if closed is not None:  # value and gradients in closed form (a Gaussian's)
-            extra = {name: x[:, self.d_net + i] for i, name in enumerate(self.extras)}
-            total, g, d_extra = closed(out, targets, extra, scale)
-            g_extra = torch.stack([d_extra[name] for name in self.extras], 1)
-        else:  # autograd on the outputs and extras only, the K chains mapped by vmap
-            with torch.enable_grad():
-                f = out.detach().requires_grad_(True)
-                e = x[:, self.d_net :].detach().requires_grad_(True)  # [K, E]
-                extra = {name: e[:, i] for i, name in enumerate(self.extras)}
-                ll = torch.func.vmap(lambda fk, tk, ek: lik.scaled_log_prob(fk, tk, ek, scale))(
-                    f, targets, extra
-                )
-                total = ll + lik.extra_log_prior(extra)
-                g, g_extra = torch.autograd.grad(total.sum(), (f, e))
-            total = total.detach()
+        ``x``): the likelihood and its extras' prior per chain, with their gradients with respect
+        to the outputs and the extras in closed form (``scaled_log_prob_chains_and_grad``, which
+        :meth:`build` requires); the network's part of the gradient is the hand-written backward,
+        as without extras."""
+        extra = {name: x[:, self.d_net + i] for i, name in enumerate(self.extras)}
+        total, g, d_extra = self.likelihood.scaled_log_prob_chains_and_grad(out, targets, extra, scale)
+        g_extra = torch.stack([d_extra[name] for name in self.extras], 1)
         lp, g_net = self.prior(x[:, : self.d_net])
         grad = torch.empty_like(x)
         grad[:, : self.d_net] = g_net
