@@ -225,9 +225,11 @@ def _draws(method, x, y, cfg, seed, progress, gp, model="cnn", width=None):
     n = x.shape[0]
     # The networks' initial weights come from the global RNG seeded with ``seed`` in a fork, so
     # the caller's random state is left alone (everything else draws from explicit generators).
+    # They are made on the CPU and moved to the data's device: the same start on every device.
     with global_rng_seeded(seed):
-        net = build_net(model, width=width)
+        net = build_net(model, width=width).to(x.device)
         dropout_net = build_net(model, cfg["mcdropout"]["p"], width) if method == "mcdropout" else None
+        dropout_net = None if dropout_net is None else dropout_net.to(x.device)
     if method == "default":  # what a user gets from bnnkit.fit(net, (x, y)): the default recipe
         from ..api import fit
 
@@ -400,6 +402,7 @@ def run_image(
     model: str = "cnn",
     width: int | None = None,
     resume: bool = False,
+    device: str = "cpu",
 ) -> dict[str, Any]:
     """Run ``methods`` on ``dataset``; write ``image.md/csv/json`` and reliability diagrams.
 
@@ -407,8 +410,11 @@ def run_image(
     default 64, the standard network).  Each method's row is appended to ``out/image_rows.jsonl``
     as it finishes, so a stopped run loses only the method in progress; ``resume`` reuses the rows
     there of the same data set, network, seed, mode and protocol and runs only the other methods.
+    ``device`` (``"cpu"``, ``"cuda"``, ...) is where the data, the networks and the chains live;
+    rows record it, and ``resume`` reuses only rows made on the same device.
     """
     methods = tuple(canonical_methods(methods, METHODS))
+    _check_device(device)
     with global_rng_seeded(seed):  # construction draws from the global RNG: a fork, left as it was
         build_net(model, width=width)  # a bad model or width fails before any data is read
     cfg = {**DEFAULTS, **(QUICK if quick else {})}
@@ -417,9 +423,12 @@ def run_image(
     settings = json.loads(
         json.dumps(dict(dataset=dataset, model=model, width=width, seed=seed, quick=quick, protocol=cfg))
     )
+    if device != "cpu":  # CPU rows written before the option existed keep matching
+        settings["device"] = device
     records = out / ROWS_FILE
     done = _reused_rows(records, resume, settings, methods, log)
     x, y, x_te, y_te, x_ood, ood_name = _load(dataset, root, download, cfg)
+    x, y, x_te, y_te, x_ood = (t.to(device) for t in (x, y, x_te, y_te, x_ood))
     gp, fitted = _gp_prior(methods, done, x, y, cfg, seed, log)
     rows, reliab = [], {}
     for m in methods:
@@ -433,7 +442,13 @@ def run_image(
         row, reliab[m] = _evaluate(m, post, s, x_te, y_te, x_ood, seconds)
         rows.append(row)
         rel, prior = {k: v.tolist() for k, v in reliab[m].items()}, fitted if m in FUNCTIONAL else None
-        append_record(records, {**row, "reliability": rel, "gp_prior": prior, "settings": settings})
+        # the default's R-hat / ESS and MAP steps: reported beside the scores, not targeted
+        conv = getattr(s, "config", {}).get("convergence") if m == "default" else None
+        conv = None if conv is None else json.loads(json.dumps(conv, default=_plain))
+        append_record(
+            records,
+            {**row, "reliability": rel, "gp_prior": prior, "convergence": conv, "settings": settings},
+        )
         log(
             f"{dataset} {m:9s} error {row['test_error_pct']:.2f}% NLL {row['nll']:.3f} ECE {row['ece']:.3f} "
             f"AUROC({dataset}->{ood_name}) {row['ood_auroc']:.3f} {seconds:.0f} s"
@@ -445,9 +460,10 @@ def run_image(
         "model": model,
         "width": width,
         "ood": ood_name,
-        "command": _command_line(dataset, methods, model, width, quick),
+        "command": _command_line(dataset, methods, model, width, quick, device),
         "seed": seed,
         "quick": quick,
+        "device": device,
         "protocol": cfg,
         "gp_prior": fitted,
         "rows": rows,
@@ -464,12 +480,29 @@ def run_image(
     return report
 
 
-def _command_line(dataset: str, methods: tuple[str, ...], model: str, width: int | None, quick: bool) -> str:
+def _plain(v: Any) -> Any:
+    """JSON for the tensors of a convergence record."""
+    return v.tolist() if isinstance(v, torch.Tensor) else str(v)
+
+
+def _check_device(device: str) -> None:
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise BnnkitError(f"device must name a torch device such as 'cpu' or 'cuda', got {device!r}.") from err
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise BnnkitError(f"device {device!r}: PyTorch sees no CUDA device here; use 'cpu'.")
+
+
+def _command_line(
+    dataset: str, methods: tuple[str, ...], model: str, width: int | None, quick: bool, device: str = "cpu"
+) -> str:
     return (
         f"bnnkit bench image --dataset {dataset} --methods {','.join(methods)}"
         + ("" if model == "cnn" else f" --model {model}")
         + ("" if width is None else f" --width {width}")
         + (" --quick" if quick else "")
+        + ("" if device == "cpu" else f" --device {device}")
     )
 
 
@@ -512,7 +545,7 @@ def _evaluate(method, post, draws, x_te, y_te, x_ood, seconds: float) -> tuple[d
         "ood_auroc": ood_auroc(predictive_entropy(pin.probs), predictive_entropy(pout.probs)),
         "seconds": seconds,
     }
-    return row, rel
+    return row, {k: v.cpu() for k, v in rel.items()}
 
 
 def _markdown(report: dict[str, Any], reused: list[str]) -> str:

@@ -233,6 +233,9 @@ def _add_bench_image(bench_sub: Any) -> None:
     )
     img.add_argument("--seed", type=SEED, default=0)
     img.add_argument("--threads", type=THREADS, default=2)
+    img.add_argument(
+        "--device", default="cpu", help="where the data, networks and chains live: cpu (default) or cuda"
+    )
     img.add_argument("--no-progress", action="store_true")
 
 
@@ -414,6 +417,7 @@ def _bench_image(args: argparse.Namespace) -> int:
         download=args.download,
         model=args.model,
         width=args.width,
+        device=args.device,
         **_shared(args),
     )
     print((Path(args.out) / "image.md").read_text())

@@ -82,11 +82,12 @@ class Posterior:
         self.net_view = FlatView(net)
         self.bound_prior = prior.bind(self.net_view)
         dtype = self.net_view.dtype
+        device = next(iter(net.values())).device  # the extras live with the network's weights
         extras: dict[str, Tensor] = {}
         for k, v in likelihood.extra_params().items():
-            extras[LIK + k] = v.to(dtype).reshape(1)
+            extras[LIK + k] = v.to(dtype=dtype, device=device).reshape(1)
         for k, v in self.bound_prior.extra.items():
-            extras[PRIOR + k] = v.to(dtype).reshape(1)
+            extras[PRIOR + k] = v.to(dtype=dtype, device=device).reshape(1)
         self.initial_extras = extras
         self.view = FlatView({**net, **extras})
         self.d_net = self.net_view.size
@@ -270,7 +271,7 @@ class Posterior:
         a, b = self.likelihood.precision_prior  # type: ignore[attr-defined]
         s = self.scale(batch)
         tau = gamma(a + 0.5 * s * targets.numel(), b + 0.5 * s * ssr, gen)
-        return tau.log().reshape(1).to(x.dtype)
+        return tau.log().reshape(1).to(x)
 
     # ------------------------------------------------------------------ validation
     def check_data(self, batch: Batch) -> None:

@@ -143,7 +143,7 @@ def expected_calibration_error(
     probs, y = _classification("expected_calibration_error", probs, y, simplex=True)
     conf, pred = probs.max(-1)
     correct = (pred == y).double()
-    edges = torch.linspace(0, 1, num_bins + 1, dtype=torch.float64)
+    edges = torch.linspace(0, 1, num_bins + 1, dtype=torch.float64, device=conf.device)
     idx = torch.clamp(torch.bucketize(conf.double(), edges[1:-1], right=True), 0, num_bins - 1)
     count = torch.bincount(idx, minlength=num_bins).double()
     conf_sum = torch.bincount(idx, weights=conf.double(), minlength=num_bins)
@@ -187,7 +187,7 @@ def ood_auroc(score_in: Tensor, score_out: Tensor) -> float:
     # average ranks handle ties
     order = torch.argsort(s)
     ranks = torch.empty_like(s)
-    ranks[order] = torch.arange(1, s.numel() + 1, dtype=torch.float64)
+    ranks[order] = torch.arange(1, s.numel() + 1, dtype=torch.float64, device=s.device)
     uniq, inv, counts = torch.unique(s, return_inverse=True, return_counts=True)
     rank_sum = torch.zeros_like(uniq).index_add_(0, inv, ranks)
     ranks = (rank_sum / counts)[inv]

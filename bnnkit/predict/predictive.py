@@ -205,7 +205,7 @@ def predict(
     tensor of flat draws ``[..., D]``; ``weights`` overrides with explicit non-negative weights.
     """
     out = network_outputs(posterior, samples, inputs)
-    lw = _log_weights(samples, out.shape[0], weights)
+    lw = _log_weights(samples, out.shape[0], weights).to(out.device)
     lik = posterior.likelihood
     if isinstance(lik, Gaussian):
         f = out.squeeze(-1) if out.ndim == 3 and out.shape[-1] == 1 else out
@@ -214,7 +214,9 @@ def predict(
             log_tau = torch.cat([d[:, idx] for d in _draw_chunks(samples, 4096)])
             noise_var = torch.exp(-log_tau).reshape(-1, *([1] * (f.ndim - 1)))
         else:
-            noise_var = torch.full((out.shape[0], *([1] * (f.ndim - 1))), lik.noise**2, dtype=f.dtype)
+            noise_var = torch.full(
+                (out.shape[0], *([1] * (f.ndim - 1))), lik.noise**2, dtype=f.dtype, device=f.device
+            )
         return RegressionPredictive(f, noise_var.to(f.dtype), lw)
     w = lw.exp().to(out.dtype)
     if isinstance(lik, Bernoulli):

@@ -169,7 +169,7 @@ class DeepEnsemble:
                 exp_avg_sq=v,
                 adam_step=s,
                 iteration=state.iteration + 1,
-                step_size=torch.tensor(lr_t, dtype=x.dtype),
+                step_size=torch.tensor(lr_t, dtype=x.dtype, device=x.device),
                 loss=running,
                 history=history,
             )

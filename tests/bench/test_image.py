@@ -44,6 +44,11 @@ def test_image_bad_input(tmp_path):
         run_image("mnist", ("bbb",), out=tmp_path, model="vgg")
     with pytest.raises(BnnkitError, match="width= scales ResNet-18"):
         run_image("mnist", ("bbb",), out=tmp_path, width=8)
+    with pytest.raises(BnnkitError, match="torch device such as 'cpu' or 'cuda', got 'gpu0'"):
+        run_image("mnist", ("bbb",), out=tmp_path, device="gpu0")
+    if not torch.cuda.is_available():
+        with pytest.raises(BnnkitError, match="sees no CUDA device"):
+            run_image("mnist", ("bbb",), out=tmp_path, device="cuda")
 
 
 def test_resnet18_layout():
@@ -164,3 +169,28 @@ def test_image_default_row_is_what_fit_gives(tmp_path):
     probs = fit.predict(x_te).probs
     assert row["test_error_pct"] == pytest.approx(100 * float((probs.argmax(-1) != y_te).double().mean()))
     assert row["ece"] == pytest.approx(expected_calibration_error(probs, y_te)[0], rel=1e-6)
+    # the record carries the fit's convergence report (R-hat, ESS, MAP steps) beside the scores
+    (record,) = [json.loads(line) for line in (tmp_path / "image_rows.jsonl").read_text().splitlines()]
+    conv = fit.draws.config["convergence"]
+    assert record["convergence"]["rhat"] == pytest.approx(conv["rhat"])
+    assert record["convergence"]["map_steps"] == json.loads(json.dumps(conv["map_steps"], default=list))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_image_bench_runs_on_the_gpu(tmp_path):
+    """--device cuda: data, networks, chains and scoring on the GPU; the scores are those of a fit."""
+    report = run_image(
+        "mnist",
+        ("default", "ensemble"),
+        out=tmp_path,
+        root=str(DATA),
+        quick=True,
+        progress=False,
+        log=lambda s: None,
+        device="cuda",
+    )
+    rows = {r["method"]: r for r in report["rows"]}
+    assert report["command"].endswith("--device cuda")
+    # 600 images and a short run: far better than chance (90 % error), as on the CPU
+    assert rows["default"]["test_error_pct"] < 40 and rows["ensemble"]["test_error_pct"] < 60
