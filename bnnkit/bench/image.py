@@ -442,13 +442,8 @@ def run_image(
         row, reliab[m] = _evaluate(m, post, s, x_te, y_te, x_ood, seconds)
         rows.append(row)
         rel, prior = {k: v.tolist() for k, v in reliab[m].items()}, fitted if m in FUNCTIONAL else None
-        # the default's R-hat / ESS and MAP steps: reported beside the scores, not targeted
-        conv = getattr(s, "config", {}).get("convergence") if m == "default" else None
-        conv = None if conv is None else json.loads(json.dumps(conv, default=_plain))
-        append_record(
-            records,
-            {**row, "reliability": rel, "gp_prior": prior, "convergence": conv, "settings": settings},
-        )
+        extra = {"reliability": rel, "gp_prior": prior, "convergence": _convergence(m, s)}
+        append_record(records, {**row, **extra, "settings": settings})
         log(
             f"{dataset} {m:9s} error {row['test_error_pct']:.2f}% NLL {row['nll']:.3f} ECE {row['ece']:.3f} "
             f"AUROC({dataset}->{ood_name}) {row['ood_auroc']:.3f} {seconds:.0f} s"
@@ -470,19 +465,27 @@ def run_image(
         "rows_reused": reused,
         "sizes": {"train": x.shape[0], "test": x_te.shape[0], "ood": x_ood.shape[0]},
     }
+    _write_report(out, report, reliab)
+    return report
+
+
+def _write_report(out: Path, report: dict[str, Any], reliab: dict) -> None:
+    """``image.json``, ``image.md``, ``image.csv`` and the reliability diagrams in ``out``."""
+    rows = report["rows"]
     (out / "image.json").write_text(json.dumps(report, indent=2, default=float))
-    (out / "image.md").write_text(_markdown(report, reused))
+    (out / "image.md").write_text(_markdown(report, report["rows_reused"]))
     with (out / "image.csv").open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
-    _reliability_plot(out / "reliability.png", reliab, dataset)
-    return report
+    _reliability_plot(out / "reliability.png", reliab, report["dataset"])
 
 
-def _plain(v: Any) -> Any:
-    """JSON for the tensors of a convergence record."""
-    return v.tolist() if isinstance(v, torch.Tensor) else str(v)
+def _convergence(method: str, draws: Any) -> dict | None:
+    """The default's R-hat / ESS and MAP steps as JSON: reported beside the scores, not targeted."""
+    conv = getattr(draws, "config", {}).get("convergence") if method == "default" else None
+    plain = lambda v: v.tolist() if isinstance(v, torch.Tensor) else str(v)  # noqa: E731
+    return None if conv is None else json.loads(json.dumps(conv, default=plain))
 
 
 def _check_device(device: str) -> None:
