@@ -305,7 +305,10 @@ def test_a_capped_recipe_runs_the_steps_it_says():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         f = bnnkit.fit(_net(), (x, y), progress=False, recipe=r)
-    steps = f.draws.config["convergence"]["map_steps"]
+    conv = f.draws.config["convergence"]
+    steps = conv["map_steps"]
     assert all(run == 40 for _, run in steps.values())  # 20 epochs of 2 minibatches
+    # the record says where the seconds went: both phases timed, together within the fit's time
+    assert conv["seconds"]["map_phase"] > 0 and conv["seconds"]["sampling"] > 0
     # 50 epochs of 2 minibatches = 100 steps for 200 planned: factor 0.5, so 50 burn-in, thinned by 5
     assert f.draws.config["num_warmup"] == 50 and f.draws.config["thin"] == 5
