@@ -561,10 +561,11 @@ def _markdown(report: dict[str, Any], reused: list[str]) -> str:
     )
     sizes = report["sizes"]
     md = [
-        f"# Image classification and OOD ({'quick mode: a smoke test, not results' if report['quick'] else 'CPU protocol'})",
+        f"# Image classification and OOD ({'quick mode: a smoke test, not results' if report['quick'] else 'full protocol'})",
         "",
         f"Command: `{report['command']}` (seed {report['seed']}). {net_name}; {sizes['train']} training and "
-        f"{sizes['test']} test images; OOD set: {ood_name} test images ({sizes['ood']}).",
+        f"{sizes['test']} test images; OOD set: {ood_name} test images ({sizes['ood']}); "
+        f"device: {report.get('device', 'cpu')}.",
         "",
         f"| method | test error (%) | NLL | ECE | OOD AUROC ({dataset} -> {ood_name}) | seconds |",
         "|---|---|---|---|---|---|",

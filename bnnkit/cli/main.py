@@ -202,7 +202,9 @@ def _add_bench_uci(bench_sub: Any) -> None:
 
 def _add_bench_image(bench_sub: Any) -> None:
     """``bnnkit bench image``."""
-    img = bench_sub.add_parser("image", help="image classification + OOD detection (small CNN on CPU)")
+    img = bench_sub.add_parser(
+        "image", help="image classification + OOD detection (small CNN; the CPU, or a GPU with --device cuda)"
+    )
     img.add_argument(
         "--dataset",
         default="mnist",
