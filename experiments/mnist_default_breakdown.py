@@ -22,10 +22,6 @@ from bnnkit.core.random import global_rng_seeded
 from bnnkit.data.mnist import load_mnist
 
 
-def _plain(v):
-    return v.tolist() if isinstance(v, torch.Tensor) else str(v)
-
-
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", required=True, help="folder with mnist/ and fashion-mnist/")
@@ -54,15 +50,16 @@ def main(argv: list[str] | None = None) -> dict:
     rec = {
         "times": times,
         "error_pct": 100 * float((probs.argmax(-1) != y_te).double().mean()),
-        "convergence": json.loads(json.dumps(f.draws.config["convergence"], default=_plain)),
+        "convergence": f.draws.config["convergence"],
         "draws_shape": list(f.draws.positions.shape),
         "device": dev,
         "torch": torch.__version__,
     }
-    print(json.dumps(rec))
+    line = json.dumps(rec, default=float)  # the record holds plain Python numbers (float: a 0-d tensor)
+    print(line)
     if args.out:
         with open(args.out, "a") as fh:
-            fh.write(json.dumps(rec) + "\n")
+            fh.write(line + "\n")
     return rec
 
 

@@ -228,8 +228,9 @@ def _draws(method, x, y, cfg, seed, progress, gp, model="cnn", width=None):
     # They are made on the CPU and moved to the data's device: the same start on every device.
     with global_rng_seeded(seed):
         net = build_net(model, width=width).to(x.device)
-        dropout_net = build_net(model, cfg["mcdropout"]["p"], width) if method == "mcdropout" else None
-        dropout_net = None if dropout_net is None else dropout_net.to(x.device)
+        dropout_net = (
+            build_net(model, cfg["mcdropout"]["p"], width).to(x.device) if method == "mcdropout" else None
+        )
     if method == "default":  # what a user gets from bnnkit.fit(net, (x, y)): the default recipe
         from ..api import fit
 
@@ -482,17 +483,18 @@ def _write_report(out: Path, report: dict[str, Any], reliab: dict) -> None:
 
 
 def _convergence(method: str, draws: Any) -> dict | None:
-    """The default's R-hat / ESS and MAP steps as JSON: reported beside the scores, not targeted."""
-    conv = getattr(draws, "config", {}).get("convergence") if method == "default" else None
-    plain = lambda v: v.tolist() if isinstance(v, torch.Tensor) else str(v)  # noqa: E731
-    return None if conv is None else json.loads(json.dumps(conv, default=plain))
+    """The default's convergence record (R-hat / ESS, MAP steps, the phases' seconds; plain Python
+    numbers, as the UCI cells store theirs): reported beside the scores, not targeted."""
+    return draws.config.get("convergence") if method == "default" else None
 
 
 def _check_device(device: str) -> None:
     try:
         dev = torch.device(device)
     except (RuntimeError, TypeError) as err:
-        raise BnnkitError(f"device must name a torch device such as 'cpu' or 'cuda', got {device!r}.") from err
+        raise BnnkitError(
+            f"device must name a torch device such as 'cpu' or 'cuda', got {device!r}."
+        ) from err
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise BnnkitError(f"device {device!r}: PyTorch sees no CUDA device here; use 'cpu'.")
 
