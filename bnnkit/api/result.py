@@ -135,6 +135,35 @@ class Fit:
             return RegressionPrediction(base, self.scaling)
         return ClassificationPrediction(base)
 
+    def sample_functions(self, x: Any, num: int = 1, generator: torch.Generator | None = None) -> Tensor:
+        """The network's outputs at ``x`` under ``num`` posterior draws picked at random, ``[num, N, ...]``:
+        in the targets' units for regression, the network's logits for classification.
+
+        Draws are picked with replacement, by their importance weights where the method has them;
+        a Laplace fit draws fresh weights from its Gaussian.  One draw per decision, acting on its
+        best output, is Thompson sampling.
+        """
+        if not (isinstance(num, int) and num >= 1):
+            raise BnnkitError(f"num must be a positive integer, got {num!r}.")
+        gen = generator if generator is not None else torch.Generator().manual_seed(0)
+        xs = self._inputs(x)
+        post = self.posterior
+        if self.laplace is not None:
+            draw = self.laplace.init(draw=True)
+            params = [draw(0, gen) for _ in range(num)]
+        else:
+            assert self.draws is not None
+            flat = self.draws.flat()
+            lw = self.draws.log_weights
+            if lw is None:
+                idx = torch.randint(flat.shape[0], (num,), generator=gen)
+            else:
+                idx = torch.multinomial(lw.exp().float(), num, replacement=True, generator=gen)
+            params = [post.split(flat[int(i)].to(xs.device))[0] for i in idx]
+        with torch.no_grad():
+            f = torch.stack([post.forward(p, xs) for p in params])
+        return self.scaling.outputs(f) if self.kind == "regression" else f
+
     def evaluate(self, x: Any, y: Any) -> dict[str, float]:
         """Test metrics at ``(x, y)`` in the targets' units: RMSE, NLL, 95 % interval coverage and
         width (regression); accuracy, error, NLL, ECE and Brier score (classification)."""

@@ -250,7 +250,7 @@ def _add_bench_bandit(bench_sub: Any) -> None:
         "--methods",
         type=_names,
         default=None,
-        help="comma-separated (default: all: sgld,fsgld,bbb,greedy0,greedy1,greedy5,sghmc,fsghmc,fbnn,laplace)",
+        help="comma-separated (default: all: sgld,fsgld,bbb,greedy0,greedy1,greedy5,sghmc,fsghmc,fbnn,laplace,default)",
     )
     ban.add_argument("--patterns", default=None, help="poison probabilities, e.g. 0.4,0.5,0.6 (the default)")
     ban.add_argument("--seeds", default=None, help="e.g. 0,1,2 (the default)")

@@ -278,6 +278,59 @@ class _LaplaceAgent(_GreedyAgent):
         return int(f.reshape(-1).argmax())
 
 
+class _FitAgent:
+    """Thompson sampling from :func:`bnnkit.fit` with its defaults (the default sampler recipe), as a
+    user with a batch method would run it: refitted on the whole buffer after ``default_first_fit``
+    interactions and again each time their number doubles; each action is argmax of one posterior
+    draw's predicted rewards (:meth:`~bnnkit.api.Fit.sample_functions`, the agent's generator).
+
+    The recipe is a batch fit (a MAP phase, then 4 chains), so refitting at every interaction, as
+    the online agents update, would cost thousands of fits; the doubling keeps it to about
+    ``log2(steps / default_first_fit)`` while the fit sees all the data at each one.  Before the
+    first fit it acts greedily with the untrained network.
+    """
+
+    def __init__(self, net: torch.nn.Module, cfg: dict):
+        self.net = net
+        self.next_fit = cfg["default_first_fit"]
+        self.seen = 0
+        self.fit: Any = None
+        self.fits: list[dict[str, Any]] = []  # each refit's rows, seconds and R-hat
+
+    def update(self, buf: Buffer, cfg: dict, gen: torch.Generator) -> None:
+        self.seen += 1
+        if self.seen < self.next_fit:
+            return
+        import warnings
+
+        from ...api import SamplerRecipe, fit
+        from ...diagnostics import ConvergenceWarning
+
+        seed = int(torch.randint(2**31 - 1, (), generator=gen))  # the fit's seed, from the agent's draws
+        data = (buf.x[: buf.size].clone(), buf.y[: buf.size].clone())
+        with warnings.catch_warnings():  # the R-hat of each refit is recorded, not printed
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            short = cfg["default_recipe"]  # quick mode's short recipe
+            recipe = None if short is None else SamplerRecipe(**short)
+            self.fit = fit(self.net, data, likelihood="gaussian", seed=seed, progress=False, recipe=recipe)
+        self.fits.append(
+            {"rows": buf.size, "seconds": self.fit.seconds, "rhat": self.fit.diagnostics.get("rhat")}
+        )
+        self.next_fit *= 2
+
+    def act(self, context: Tensor, gen: torch.Generator) -> int:
+        rows = _both_actions(context[None])
+        if self.fit is None:
+            with torch.no_grad():
+                f = self.net(rows)
+        else:
+            f = self.fit.sample_functions(rows, 1, gen)[0]
+        return int(f.reshape(-1).argmax())
+
+    def finite(self) -> bool:
+        return self.fit is None or bool(torch.isfinite(self.fit.draws.flat()).all())
+
+
 def _hmc_like(kind: Any, momentum_decay: float) -> Callable[[float], Any]:
     """``eps -> (f)SGHMC`` whose drift matches (f)SGLD's at step ``eps``.
 
@@ -325,6 +378,8 @@ def _make_agent(method: str, d: int, cfg: dict, seed: int, blocks: list[tuple[in
         net = mlp(d, cfg["hidden"], torch.nn.ReLU)
     if method in GREEDY_EPSILON:
         return _GreedyAgent(net, GREEDY_EPSILON[method], cfg)
+    if method == "default":
+        return _FitAgent(net, cfg)
     lik = Gaussian(cfg["noise"])
     scales = {k: v for k, v in cfg["prior_scales"].items() if k != "default"}
     prior = GaussianPrior(cfg["prior_scales"]["default"], scales=scales)

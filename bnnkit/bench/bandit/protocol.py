@@ -23,7 +23,19 @@ def _plain(m: Mapping[str, Any]) -> dict[str, Any]:
 
 
 # Appended, never reordered: a method's agent generator is make_generator(seed, 2 + its index).
-METHODS = ("sgld", "fsgld", "bbb", "greedy0", "greedy1", "greedy5", "sghmc", "fsghmc", "fbnn", "laplace")
+METHODS = (
+    "sgld",
+    "fsgld",
+    "bbb",
+    "greedy0",
+    "greedy1",
+    "greedy5",
+    "sghmc",
+    "fsghmc",
+    "fbnn",
+    "laplace",
+    "default",
+)
 GREEDY_EPSILON: Mapping[str, float] = _frozen({"greedy0": 0.0, "greedy1": 0.01, "greedy5": 0.05})
 PATTERNS = (0.4, 0.5, 0.6)
 SEEDS = (0, 1, 2)
@@ -76,10 +88,14 @@ DEFAULTS: Mapping[str, Any] = _frozen(
         "greedy_lr": 3e-3,
         "greedy_weight_decay": 1e-4,
         "laplace_every": 50,  # interactions between refits of the last-layer Laplace
+        "default_first_fit": 32,  # interactions before the default agent's first bnnkit.fit (then doubling)
+        "default_recipe": None,  # the default agent's SamplerRecipe fields (None: bnnkit.fit's own)
         "curve_points": 200,
     }
 )
-QUICK: Mapping[str, Any] = _frozen({"hidden": 20})
+QUICK: Mapping[str, Any] = _frozen(
+    {"hidden": 20, "default_recipe": {"chains": 2, "map_max_steps": 60, "burn_in": 30, "draws": 4, "thin": 5}}
+)
 QUICK_STEPS = 300
 QUICK_PATTERNS = (0.5,)
 QUICK_SEEDS = (0, 1)

@@ -208,6 +208,7 @@ COLOURS = {
     "fsghmc": "tab:cyan",
     "fbnn": "tab:pink",
     "laplace": "tab:gray",
+    "default": "black",
 }
 
 

@@ -96,6 +96,7 @@ def play(
         "poisonous_eaten": int(((actions == EAT) & ~ed).sum()),
         "edible_rejected": int(((actions == REJECT) & ed).sum()),
         "seconds": seconds,
+        "fits": getattr(agent, "fits", None),  # a refitting agent's fits (rows, seconds, R-hat)
     }
 
 
@@ -340,6 +341,7 @@ def _run_row(method: str, p: float, seed: int, command: Command, res: dict[str, 
         "ms_per_interaction": 1e3 * res["seconds"] / command.steps,
         "steps": command.steps,
         "curve": [float(cum[i - 1]) for i in command.grid],
+        **({"fits": res["fits"]} if res.get("fits") else {}),
     }
 
 
