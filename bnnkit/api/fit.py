@@ -58,7 +58,9 @@ def fit(
             :data:`~bnnkit.api.DEFAULT_RECIPE`); e.g. ``SamplerRecipe(chains=8)``.
         **options: method settings: ``prior_scale`` (weight prior sd, default 1), ``noise``
             (the fixed noise sd, standardised, of mcdropout / ensemble / bbb; default: a GP fit's),
-            ``p`` (dropout rate), ``members`` (ensemble size), ``draws``, ``warmup`` (nuts / hmc).
+            ``p`` (dropout rate), ``members`` (ensemble size), ``draws``, ``warmup`` (nuts / hmc),
+            ``kernel`` (the GP prior of fsgld / fsghmc, a :func:`~bnnkit.functional.make_kernel` spec;
+            default ``"rbf"``).
     """
     # over 80 lines only for the documented arguments above: the body is checks, then one Problem
     t0 = time.perf_counter()
@@ -129,7 +131,7 @@ def _checked_call(
             f"so that an interrupted run resumes; {method!r} is fitted in memory: drop output= and save the "
             "result with fit.save(path)."
         )
-    known = {"prior_scale", "noise", "p", "members", "draws", "warmup"}
+    known = {"prior_scale", "noise", "p", "members", "draws", "warmup", "kernel"}
     unknown = sorted(set(options) - known)
     if unknown:
         raise BnnkitError(f"unknown option(s) {unknown}; fit takes {sorted(known)}.")

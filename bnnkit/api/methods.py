@@ -86,12 +86,12 @@ def fixed_noise(p: Problem) -> float | None:
     return max(math.sqrt(fitted["noise_variance"]), NOISE_FLOOR)
 
 
-def fitted_gp(p: Problem) -> tuple[Any, dict]:
-    """An RBF-kernel GP fitted by marginal likelihood (300 steps) to at most 1,000 training rows
-    (seeded by ``p.seed``), as the UCI bench fits it; and the fit's report."""
+def fitted_gp(p: Problem, kernel: str = "rbf") -> tuple[Any, dict]:
+    """A GP (``kernel``, default RBF) fitted by marginal likelihood (300 steps) to at most 1,000
+    training rows (seeded by ``p.seed``), as the UCI bench fits it; and the fit's report."""
     from ..functional import GPPrior
 
-    gp = GPPrior("rbf", input_dim=int(math.prod(p.x.shape[1:])))
+    gp = GPPrior(kernel, input_dim=int(math.prod(p.x.shape[1:])))
     fitted = gp.fit(
         p.x.reshape(p.n, -1).cpu(),
         p.y.cpu(),
@@ -130,8 +130,8 @@ def _chains(p: Problem, post: Posterior, sampler: str) -> tuple[Posterior, Any]:
 
 def _functional(sampler: str) -> Callable[[Problem], tuple[Posterior, Any]]:
     """fSGLD / fSGHMC: the default recipe's warm starts and chains on the functional posterior, a GP
-    prior on the network's outputs (RBF kernel fitted by marginal likelihood to at most 1,000
-    training rows, in its Vecchia form) at the training inputs (at most 1,000 a step)."""
+    prior on the network's outputs (``options["kernel"]``, default RBF, fitted by marginal likelihood
+    to at most 1,000 training rows, in its Vecchia form) at the training inputs (at most 1,000 a step)."""
 
     def run(p: Problem) -> tuple[Posterior, Any]:
         from ..functional import FunctionalPosterior, MeasurementPoints, Vecchia
@@ -141,7 +141,7 @@ def _functional(sampler: str) -> Callable[[Problem], tuple[Posterior, Any]]:
                 f"method {sampler!r} through bnnkit.fit is for regression; for classification "
                 "build a FunctionalPosterior with a Categorical likelihood yourself."
             )
-        gp, _ = fitted_gp(p)
+        gp, _ = fitted_gp(p, p.options.get("kernel", "rbf"))
         meas: Any = p.x if p.n <= 1000 else MeasurementPoints(num_from_data=1000, num_uniform=0)
         post = FunctionalPosterior(
             p.module, p.likelihood(), gp, meas, p.x, num_data=p.n, prior_form=Vecchia()

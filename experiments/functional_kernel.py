@@ -1,0 +1,78 @@
+"""Choose / confirm the functional prior's kernel on gap and tail splits: the bench's fsgld / fsghmc
+cells (``bnnkit.bench.uci.cell.run_cell``, the UCI protocol's network, seed and standardisation)
+with ``bnnkit.fit(..., kernel=K)``, one JSON line per (set, kind, split, method, kernel) with the
+held-out region's RMSE / NLL (original units), 95 % coverage and seconds.  With ``--kernels rbf``
+a line reproduces the bench's own cell of that split (the check that this is the bench's cell).
+
+    python -m experiments.functional_kernel --datasets yacht,energy --kinds gap,tail \
+        --methods fsgld,fsghmc --kernels rbf+linear --out experiments/results/functional_kernel_choose.jsonl
+
+No test label is read by a fit; the held-out rows are scored once, after it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import time
+from types import MappingProxyType
+
+import torch
+
+from bnnkit.bench.uci.cell import run_cell
+from bnnkit.bench.uci.protocol import FULL, PROTOCOL
+from bnnkit.data import load_uci_columns
+from bnnkit.data.splits import split_rows
+from bnnkit.data.uci import UCIData, uci_dataset_name
+
+
+def splits_of(name: str, kind: str, root: str) -> UCIData:
+    x, y = load_uci_columns(name, root=root)
+    return UCIData.from_arrays(x, y, split_rows(x, kind), name=name)
+
+
+def run(data: UCIData, kind: str, split: int, method: str, kernel: str) -> dict:
+    opts = MappingProxyType({method: MappingProxyType({"kernel": kernel})})
+    cfg = FULL if kernel == "rbf" else dataclasses.replace(FULL, options=opts)
+    t0 = time.perf_counter()
+    cell = run_cell(method, data.split(split), cfg, None, seed=split, progress=False)
+    return {
+        "dataset": data.name,
+        "split_kind": kind,
+        "split": split,
+        "method": method,
+        "kernel": kernel,
+        "protocol": PROTOCOL,
+        **{k: cell.get(k) for k in ("rmse", "nll", "coverage_95", "rhat", "seconds")},
+        "wall": time.perf_counter() - t0,
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--datasets", default="yacht,energy")
+    p.add_argument("--kinds", default="gap,tail")
+    p.add_argument("--splits", default=None, help="e.g. 0,1 (default: all of the kind)")
+    p.add_argument("--methods", default="fsgld,fsghmc")
+    p.add_argument("--kernels", default="rbf+linear")
+    p.add_argument("--data", default="../shared/data")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--out", required=True)
+    a = p.parse_args()
+    torch.set_num_threads(a.threads)
+    for name in a.datasets.split(","):
+        for kind in a.kinds.split(","):
+            data = splits_of(uci_dataset_name(name), kind, a.data)
+            splits = range(data.num_splits) if a.splits is None else map(int, a.splits.split(","))
+            for split in splits:
+                for method in a.methods.split(","):
+                    for kernel in a.kernels.split(","):
+                        row = run(data, kind, split, method, kernel)
+                        print(json.dumps(row), flush=True)
+                        with open(a.out, "a") as f:
+                            f.write(json.dumps(row) + "\n")
+
+
+if __name__ == "__main__":
+    main()
