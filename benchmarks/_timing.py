@@ -52,7 +52,7 @@ def mlp_workload(n: int = 506, m: int = 32):
     """The SG-MCMC timing workload: seeded random data ``X [n, 13], y [n]``, a cycling minibatch
     source of ``m`` rows, the 13-50-50-1 tanh MLP and a plain SGD optimiser over it (the baseline).
     Returns ``(X, y, next_batch, net, opt)``."""
-    from bnnkit.bench.models import mlp
+    from bnnkit.nets import mlp
 
     torch.manual_seed(0)
     X, y = torch.randn(n, 13), torch.randn(n)

@@ -22,9 +22,9 @@ import torch
 
 import bnnkit
 from benchmarks._timing import time_per_call, write_results
-from bnnkit.bench.models import mlp
 from bnnkit.data import Minibatches
 from bnnkit.data.minibatch import ChainMinibatches
+from bnnkit.nets import mlp
 
 
 def main() -> None:

@@ -34,8 +34,8 @@ import torch
 
 import bnnkit
 from benchmarks._timing import cycling_batches, write_results
-from bnnkit.bench.models import mlp
 from bnnkit.functional import FSGHMC, FunctionalPosterior, GPPrior, MeasurementPoints, Vecchia
+from bnnkit.nets import mlp
 
 D, HIDDEN, BATCH = 13, 50, 32
 

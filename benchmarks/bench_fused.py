@@ -37,9 +37,9 @@ import torch
 
 import bnnkit
 from benchmarks._timing import mlp_workload, write_results
-from bnnkit.bench.models import mlp
 from bnnkit.core.pure import call_scan
 from bnnkit.data import Minibatches
+from bnnkit.nets import mlp
 from bnnkit.sgmcmc import Fused
 
 

@@ -32,7 +32,7 @@ import torch
 import bnnkit
 from benchmarks._timing import run_jax_child, write_results
 from benchmarks.peers_plugin import CycleStream
-from bnnkit.bench.image import small_cnn
+from bnnkit.nets import small_cnn
 from bnnkit.sgmcmc import Fused
 
 N, M, N_BATCHES = 60_000, 125, 16

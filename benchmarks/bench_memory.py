@@ -32,8 +32,8 @@ from benchmarks._timing import time_per_call, write_results
 
 def child(num_draws: int, root: str, chunk_size: int) -> dict:
     import bnnkit
-    from bnnkit.bench.models import mlp
     from bnnkit.data import Minibatches
+    from bnnkit.nets import mlp
     from bnnkit.predict import predict
 
     torch.set_num_threads(2)

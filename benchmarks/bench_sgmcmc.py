@@ -26,8 +26,8 @@ import torch
 
 import bnnkit
 from benchmarks._timing import mlp_workload, time_per_call, write_results
-from bnnkit.bench.models import mlp
 from bnnkit.data import Minibatches
+from bnnkit.nets import mlp
 
 
 def main() -> None:

@@ -27,9 +27,9 @@ import numpy as np
 import torch
 
 import bnnkit
-from bnnkit.bench.models import mlp
 from bnnkit.data import Minibatches, load_uci
 from bnnkit.diagnostics import ess, rhat
+from bnnkit.nets import mlp
 from bnnkit.predict import predict, rmse
 from bnnkit.predict.predictive import network_outputs
 

@@ -29,8 +29,8 @@ from torch.distributed.elastic.multiprocessing.errors import record
 
 import bnnkit
 from bnnkit import distributed as bd
-from bnnkit.bench.models import mlp
 from bnnkit.data import Minibatches
+from bnnkit.nets import mlp
 from bnnkit.predict import predict, rmse
 
 

@@ -22,8 +22,8 @@ import torch
 
 import bnnkit
 from bnnkit.api import DEFAULT_RECIPE
-from bnnkit.bench.models import mlp
 from bnnkit.data import load_uci
+from bnnkit.nets import mlp
 
 VARIANTS = {
     # the MAP phase stops after 10 held-out scores without improvement (20 in the default) and the

@@ -15,9 +15,9 @@ import warnings
 import torch
 
 import bnnkit
-from bnnkit.bench.models import mlp
 from bnnkit.core.random import global_rng_seeded
 from bnnkit.data import load_uci
+from bnnkit.nets import mlp
 
 
 def main() -> None:

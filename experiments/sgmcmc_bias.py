@@ -39,10 +39,10 @@ from pathlib import Path
 import torch
 
 import bnnkit
-from bnnkit.bench.models import mlp
 from bnnkit.core.errors import DivergenceError
 from bnnkit.core.warm_start import map_init
 from bnnkit.data import Minibatches, load_uci
+from bnnkit.nets import mlp
 from bnnkit.predict.predictive import network_outputs
 
 METHODS = {

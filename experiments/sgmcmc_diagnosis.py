@@ -37,10 +37,10 @@ from pathlib import Path
 import torch
 
 import bnnkit
-from bnnkit.bench.models import mlp
 from bnnkit.core.warm_start import map_init
 from bnnkit.data import Minibatches, load_uci
 from bnnkit.diagnostics import rhat
+from bnnkit.nets import mlp
 from bnnkit.predict.predictive import network_outputs
 
 BASE = {"chains": 1, "burn_in": 4000, "draws": 15, "thin": 50, "step_size": 3e-3, "friction": 10.0}

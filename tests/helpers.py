@@ -54,7 +54,7 @@ def linear_problem(
 def mlp_regression(n: int = 40, num_data: int | None = None):
     """A small float64 MLP regression posterior (3 inputs, tanh 6-6-1, noise 0.3, N(0, 1) prior)
     and its data ``(post, X, y)``: a nonlinear target for comparing two sampler paths."""
-    from bnnkit.bench.models import mlp
+    from bnnkit.nets import mlp
 
     g = torch.Generator().manual_seed(0)
     X = torch.randn(n, 3, generator=g, dtype=torch.float64)

@@ -106,7 +106,7 @@ def test_bandit_agents_are_built_without_touching_the_global_rng():
 
     cfg = {**bandit.DEFAULTS, **bandit.QUICK}
     state = torch.get_rng_state()
-    agents = [bandit._make_agent(m, 119, cfg, 3, [(0, 117)]) for m in ("sgld", "greedy0")]
+    agents = [bandit.make_agent(m, 119, cfg, 3, [(0, 117)]) for m in ("sgld", "greedy0")]
     assert torch.equal(torch.get_rng_state(), state)
     sgld, greedy = agents
     first = dict(greedy.net.named_parameters())["0.weight"]

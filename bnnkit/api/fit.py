@@ -135,6 +135,8 @@ def _checked_call(
     unknown = sorted(set(options) - known)
     if unknown:
         raise BnnkitError(f"unknown option(s) {unknown}; fit takes {sorted(known)}.")
+    if "kernel" in options and method not in ("fsgld", "fsghmc"):
+        raise BnnkitError(f"kernel= sets the GP prior of fsgld / fsghmc; method {method!r} has no GP prior.")
     return params
 
 

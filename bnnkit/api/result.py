@@ -139,9 +139,11 @@ class Fit:
         """The network's outputs at ``x`` under ``num`` posterior draws picked at random, ``[num, N, ...]``:
         in the targets' units for regression, the network's logits for classification.
 
-        Draws are picked with replacement, by their importance weights where the method has them;
-        a Laplace fit draws fresh weights from its Gaussian.  One draw per decision, acting on its
-        best output, is Thompson sampling.
+        Draws are picked with replacement, by their importance weights where the method has them.
+        A Laplace fit draws fresh weights ``theta`` from its Gaussian and gives the network
+        linearised at the MAP, ``f(x; theta*) + J(x) (theta - theta*)``: the joint draws of the
+        linearised (GLM) predictive that its ``predict`` summarises (the raw network at a weight
+        draw is far wider).  One draw per decision, acting on its best output, is Thompson sampling.
         """
         if not (isinstance(num, int) and num >= 1):
             raise BnnkitError(f"num must be a positive integer, got {num!r}.")
@@ -149,20 +151,37 @@ class Fit:
         xs = self._inputs(x)
         post = self.posterior
         if self.laplace is not None:
-            draw = self.laplace.init(draw=True)
-            params = [draw(0, gen) for _ in range(num)]
+            f = self._linearised_draws(xs, num, gen)
+            return self.scaling.outputs(f) if self.kind == "regression" else f
+        assert self.draws is not None
+        flat = self.draws.flat()
+        lw = self.draws.log_weights
+        if lw is None:
+            idx = torch.randint(flat.shape[0], (num,), generator=gen)
         else:
-            assert self.draws is not None
-            flat = self.draws.flat()
-            lw = self.draws.log_weights
-            if lw is None:
-                idx = torch.randint(flat.shape[0], (num,), generator=gen)
-            else:
-                idx = torch.multinomial(lw.exp().float(), num, replacement=True, generator=gen)
-            params = [post.split(flat[int(i)].to(xs.device))[0] for i in idx]
+            idx = torch.multinomial(lw.exp().float(), num, replacement=True, generator=gen)
+        params = [post.split(flat[int(i)].to(xs.device))[0] for i in idx]
         with torch.no_grad():
             f = torch.stack([post.forward(p, xs) for p in params])
         return self.scaling.outputs(f) if self.kind == "regression" else f
+
+    def _linearised_draws(self, xs: Tensor, num: int, gen: torch.Generator) -> Tensor:
+        """``num`` draws of the Laplace fit's network linearised at its MAP, at ``xs`` (standardised)."""
+        post, la = self.posterior, self.laplace
+        at_map, draw = la.init(draw=False)(0, gen), la.init(draw=True)
+        net_map = {n: at_map[n] for n in post.net_names}
+
+        def f(params: dict[str, Tensor]) -> Tensor:
+            return post.forward(params, xs)
+
+        outs = []
+        with torch.no_grad():
+            for _ in range(num):
+                theta = draw(0, gen)
+                delta = {n: theta[n] - net_map[n] for n in post.net_names}
+                value, jvp = torch.func.jvp(f, (net_map,), (delta,))
+                outs.append(value + jvp)
+        return torch.stack(outs)
 
     def evaluate(self, x: Any, y: Any) -> dict[str, float]:
         """Test metrics at ``(x, y)`` in the targets' units: RMSE, NLL, 95 % interval coverage and

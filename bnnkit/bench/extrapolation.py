@@ -34,11 +34,11 @@ from ..core.posterior import Posterior
 from ..core.random import global_rng_seeded
 from ..data.minibatch import Minibatches
 from ..likelihoods import Gaussian
+from ..nets import mlp
 from ..predict import predict
 from ..priors import GaussianPrior
 from ..sgmcmc.sghmc import SGHMC
 from .divergence import sample_or_diverged
-from .models import mlp
 
 NOISE = 0.1
 INTERVALS = ((-2.0, -0.75), (0.75, 2.0))

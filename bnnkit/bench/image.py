@@ -39,11 +39,11 @@ from ..core.random import global_rng_seeded
 from ..data.minibatch import Minibatches
 from ..data.mnist import load_mnist
 from ..likelihoods import Categorical
+from ..nets import resnet18, small_cnn
 from ..predict import expected_calibration_error, ood_auroc, predictive_entropy
 from ..priors import GaussianPrior
 from .divergence import sample_or_diverged
 from .methods import GP_PRIOR, MOMENTUM, family, sg_algorithm
-from .models import resnet18
 from .records import append_record, output_folder, read_records, start_records
 from .uci import canonical_methods
 from .uci import predictive as _weight_predictive
@@ -130,26 +130,6 @@ def build_net(model: str, dropout: float | None = None, width: int | None = None
     raise BnnkitError(f"model must be one of {', '.join(MODELS)}, got {model!r}.")
 
 
-def small_cnn(dropout: float | None = None) -> torch.nn.Module:
-    """The CPU CNN; ``dropout=p`` adds ``nn.Dropout(p)`` after each pooling layer (MC dropout)."""
-
-    def drop() -> list[torch.nn.Module]:
-        return [] if dropout is None else [torch.nn.Dropout(dropout)]
-
-    return torch.nn.Sequential(
-        torch.nn.Conv2d(1, 16, 5),
-        torch.nn.ReLU(),
-        torch.nn.MaxPool2d(2),
-        *drop(),
-        torch.nn.Conv2d(16, 32, 5),
-        torch.nn.ReLU(),
-        torch.nn.MaxPool2d(2),
-        *drop(),
-        torch.nn.Flatten(),
-        torch.nn.Linear(512, 10),
-    )
-
-
 class _AsImages(torch.nn.Module):
     """Rows ``[N, ...]`` (flat pixels or images) reshaped to images ``[N, *shape]``."""
 
@@ -161,7 +141,7 @@ class _AsImages(torch.nn.Module):
         return x.reshape(x.shape[0], *self.shape)
 
 
-def _load(dataset: str, root: str | None, download: bool, cfg: dict):
+def load_task(dataset: str, root: str | None, download: bool, cfg: dict):
     other = {"mnist": "fmnist", "fmnist": "mnist", "fmnist-partial": "mnist"}.get(dataset)
     if other is None:
         raise BnnkitError(f"dataset must be one of {', '.join(DATASETS)}, got {dataset!r}.")
@@ -198,7 +178,7 @@ def _load(dataset: str, root: str | None, download: bool, cfg: dict):
 GP_FITS = ("classification", "regression")
 
 
-def _fit_gp(x: torch.Tensor, y: torch.Tensor, cfg: dict, seed: int):
+def fit_gp(x: torch.Tensor, y: torch.Tensor, cfg: dict, seed: int):
     """The functional methods' RBF GP prior on the 10 logits, fitted as ``cfg["gp_fit"]`` says."""
     from ..functional import GPPrior, fit_classification_gp
 
@@ -217,10 +197,7 @@ def _fit_gp(x: torch.Tensor, y: torch.Tensor, cfg: dict, seed: int):
     return gp, fitted
 
 
-fit_gp = _fit_gp  # the public name (experiments/ and benchmarks/ use it)
-
-
-def _draws(method, x, y, cfg, seed, progress, gp, model="cnn", width=None):
+def method_draws(method, x, y, cfg, seed, progress, gp, model="cnn", width=None):
     """``method``'s posterior and its draws (a Laplace fit or MC dropout's networks in their stead)."""
     n = x.shape[0]
     # The networks' initial weights come from the global RNG seeded with ``seed`` in a fork, so
@@ -428,7 +405,7 @@ def run_image(
         settings["device"] = device
     records = out / ROWS_FILE
     done = _reused_rows(records, resume, settings, methods, log)
-    x, y, x_te, y_te, x_ood, ood_name = _load(dataset, root, download, cfg)
+    x, y, x_te, y_te, x_ood, ood_name = load_task(dataset, root, download, cfg)
     x, y, x_te, y_te, x_ood = (t.to(device) for t in (x, y, x_te, y_te, x_ood))
     gp, fitted = _gp_prior(methods, done, x, y, cfg, seed, log)
     rows, reliab = [], {}
@@ -438,7 +415,7 @@ def run_image(
             reliab[m] = {k: torch.tensor(v, dtype=torch.float64) for k, v in done[m]["reliability"].items()}
             continue
         t0 = time.perf_counter()
-        post, s = _draws(m, x, y, cfg, seed, progress, gp, model, width)
+        post, s = method_draws(m, x, y, cfg, seed, progress, gp, model, width)
         seconds = time.perf_counter() - t0
         row, reliab[m] = _evaluate(m, post, s, x_te, y_te, x_ood, seconds)
         rows.append(row)
@@ -516,7 +493,7 @@ def _gp_prior(methods: tuple[str, ...], done: dict, x, y, cfg: dict, seed: int, 
     when no functional method runs)."""
     if any(m in FUNCTIONAL and m not in done for m in methods):
         t0 = time.perf_counter()
-        gp, fitted = _fit_gp(x, y, cfg, seed)
+        gp, fitted = fit_gp(x, y, cfg, seed)
         log(f"GP prior fitted in {time.perf_counter() - t0:.0f} s: {fitted}")
         return gp, fitted
     # every functional row is reused: report the prior they were run with

@@ -112,9 +112,9 @@ def _split_rows(
     """Each chain's held-out rows ``([K, h, ...], [K, h, ...])`` (None without ``holdout``), drawn
     from its generator, and the indices ``[K, m]`` of the rows it fits."""
     n, device = int(inputs.shape[0]), inputs.device
-    if holdout is None:
+    h = 0 if holdout is None else round(holdout * n)
+    if h < 1:  # no rows to hold out (or a handful of rows): no held-out score, the whole budget
         return None, torch.arange(n, device=device).expand(k_chains, n)
-    h = round(holdout * n)
     perms = torch.stack([torch.randperm(n, generator=g, device=g.device).to(device) for g in gens])
     return (inputs[perms[:, :h]], targets[perms[:, :h]]), perms[:, h:]
 

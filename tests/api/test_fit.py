@@ -312,3 +312,47 @@ def test_a_capped_recipe_runs_the_steps_it_says():
     assert conv["seconds"]["map_phase"] > 0 and conv["seconds"]["sampling"] > 0
     # 50 epochs of 2 minibatches = 100 steps for 200 planned: factor 0.5, so 50 burn-in, thinned by 5
     assert f.draws.config["num_warmup"] == 50 and f.draws.config["thin"] == 5
+
+
+def test_function_draws_average_to_the_predictive_mean_in_the_targets_units():
+    x, y = _data()
+    f = _fit((x, 1000.0 * y))  # targets in other units: the draws come back in them
+    g = torch.Generator().manual_seed(1)
+    fs = f.sample_functions(x[:5], num=4000, generator=g)
+    assert fs.shape == (4000, 5, 1)
+    mean, sd = fs.mean(0).squeeze(-1), fs.std(0).squeeze(-1)
+    # 4000 picks with replacement from the 80 draws: the pick mean is within MC error of theirs
+    assert torch.all((mean - f.predict(x[:5]).mean).abs() < 5 * sd / 4000**0.5)
+    again = f.sample_functions(x[:5], num=3, generator=torch.Generator().manual_seed(1))
+    assert torch.equal(again, fs[:3])  # the same generator state picks the same draws
+    with pytest.raises(BnnkitError, match="positive integer"):
+        f.sample_functions(x, num=0)
+
+
+def test_a_laplace_fit_draws_from_its_linearised_predictive():
+    x, y = _data()
+    f = _fit((x, y), method="laplace")
+    fs = f.sample_functions(x[:4], num=4000, generator=torch.Generator().manual_seed(0)).squeeze(-1)
+    assert fs.shape == (4000, 4) and torch.isfinite(fs).all()
+    pred = f.predict(x[:4])
+    # the GLM predictive: mean the MAP's output, variance the epistemic part of predict's
+    assert torch.all((fs.mean(0) - pred.mean).abs() < 5 * fs.std(0) / 4000**0.5)
+    ratio = fs.var(0) / pred.epistemic_variance
+    assert torch.all((ratio - 1).abs() < 0.15), ratio  # sd of a variance estimate at n=4000: 2.2 %
+
+
+def test_the_gp_prior_kernel_is_an_option_of_the_functional_methods_only():
+    x, y = _data(n=40)
+    f = _fit((x, y), method="fsgld", kernel="rbf+linear")
+    kernel = f.posterior.gp.kernel
+    assert type(kernel).__name__ == "AdditiveKernel", kernel
+    with pytest.raises(BnnkitError, match="no GP prior"):
+        bnnkit.fit(_net(), (x, y), method="ensemble", kernel="rbf")
+
+
+def test_a_handful_of_rows_fits_without_a_held_out_score():
+    x, y = _data(n=4)  # the MAP phase's held-out tenth is no row: it runs its budget unscored
+    f = _fit((x, y))
+    steps = f.draws.config["convergence"]["map_steps"]
+    assert all(ran == SHORT.map_max_steps for _, ran in steps.values())
+    assert torch.isfinite(f.predict(x).mean).all()

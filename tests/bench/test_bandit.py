@@ -95,10 +95,10 @@ def test_bad_input_is_refused(tmp_path, kwargs, match):
 
 # ---------------------------------------------------------------------------- with the data
 def test_comma_separated_strings_are_accepted():
-    assert bandit._split("sgld, bbb", str, "methods") == ["sgld", "bbb"]
-    assert bandit._split("0.4,0.5", float, "patterns") == [0.4, 0.5]
-    assert bandit._split((1, 0.5), float, "patterns") == [1.0, 0.5]
-    assert bandit._split("0,1,2", int, "seeds") == [0, 1, 2]
+    assert bandit.split_values("sgld, bbb", str, "methods") == ["sgld", "bbb"]
+    assert bandit.split_values("0.4,0.5", float, "patterns") == [0.4, 0.5]
+    assert bandit.split_values((1, 0.5), float, "patterns") == [1.0, 0.5]
+    assert bandit.split_values("0,1,2", int, "seeds") == [0, 1, 2]
     cmd = bandit.command_line(("sgld",), (0.4, 0.5), (0, 1), 10_000, False)
     assert cmd == "bnnkit bench bandit --methods sgld --patterns 0.4,0.5 --seeds 0,1 --steps 10000"
 
@@ -126,7 +126,7 @@ def test_agents_scale_by_the_buffer_size_and_learn(method):
 
     contexts, _ = load_mushroom(DATA)
     cfg = {**bandit.DEFAULTS, **bandit.QUICK}
-    agent = bandit._make_agent(method, 119, cfg, 0, bandit.attribute_blocks(contexts))
+    agent = bandit.make_agent(method, 119, cfg, 0, bandit.attribute_blocks(contexts))
     assert hasattr(agent.posterior, "gp")  # all three put the GP prior on the reward function
     start = agent.q.mu.detach().clone() if method == "fbnn" else None
     first = agent.posterior
@@ -156,7 +156,7 @@ def test_sghmc_agents_drift_like_the_sgld_agents_at_the_same_step():
     from bnnkit.sgmcmc import SGHMC
 
     for kind in (SGHMC, FSGHMC):
-        alg = bandit._hmc_like(kind, 0.1)(1e-3)
+        alg = bandit.hmc_like(kind, 0.1)(1e-3)
         assert isinstance(alg, kind)
         c = alg.config()
         assert c["step_size"] * c["friction"] == pytest.approx(0.1)  # momentum decay a
@@ -173,7 +173,7 @@ def test_the_adaptive_recipe_runs_psgld_and_scale_adapted_sghmc_adapting_online(
 
     contexts, _ = load_mushroom(DATA)
     cfg = {**bandit.DEFAULTS, **bandit.QUICK, "sg_recipe": "adaptive"}
-    agent = bandit._make_agent(method, 119, cfg, 0, bandit.attribute_blocks(contexts))
+    agent = bandit.make_agent(method, 119, cfg, 0, bandit.attribute_blocks(contexts))
     buf, gen = Buffer(8, 119), torch.Generator().manual_seed(0)
     v_hats = []
     for i in range(6):
@@ -191,7 +191,7 @@ def test_the_adaptive_recipe_runs_psgld_and_scale_adapted_sghmc_adapting_online(
         assert not torch.equal(v_hats[0], v_hats[-1])
     assert agent.finite() and agent.act(contexts[0], gen) in (EAT, REJECT)
     with pytest.raises(BnnkitError, match="sg_recipe must be 'plain' or 'adaptive'"):
-        bandit._make_agent(method, 119, {**cfg, "sg_recipe": "fast"}, 0, bandit.attribute_blocks(contexts))
+        bandit.make_agent(method, 119, {**cfg, "sg_recipe": "fast"}, 0, bandit.attribute_blocks(contexts))
 
 
 @needs_data
@@ -413,3 +413,17 @@ def test_laplace_agent_refits_on_the_buffer_and_thompson_samples(tmp_path):
     assert [r["final_realised_regret"] for r in a["runs"]] == [r["final_realised_regret"] for r in b["runs"]]
     assert a["summary"]["0.5"]["laplace"]["final_expected_regret_mean"] >= 0
     assert "last-layer full-GGN Laplace" in a["protocol"]["laplace"]
+
+
+@needs_data
+def test_the_default_agent_refits_bnnkit_fit_at_doubling_sizes_and_replays_the_same(tmp_path):
+    # 70 interactions, quick recipe: fits after 4, 8, 16, 32 and 64 interactions
+    kw = dict(methods=("default",), patterns=(0.5,), seeds=(0,), steps=70, root=str(DATA), quick=True,
+              progress=False, log=quiet, config={"default_first_fit": 4})  # fmt: skip
+    a = run_bandit(out=tmp_path / "a", **kw)
+    b = run_bandit(out=tmp_path / "b", **kw)
+    (run,) = a["runs"]
+    assert [f["rows"] for f in run["fits"]] == [4, 8, 16, 32, 64]
+    assert run["final_realised_regret"] == b["runs"][0]["final_realised_regret"]
+    assert run["curve"] == b["runs"][0]["curve"]
+    assert "bnnkit.fit(net, buffer)" in a["protocol"]["default"]

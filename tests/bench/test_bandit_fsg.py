@@ -20,7 +20,7 @@ D = 7
 
 def _agent(method, **overrides):
     cfg = {**bandit.DEFAULTS, **bandit.QUICK, **overrides}
-    return bandit._make_agent(method, D, cfg, 0, BLOCKS)
+    return bandit.make_agent(method, D, cfg, 0, BLOCKS)
 
 
 def _weight_log_prob(agent, w):
@@ -82,10 +82,10 @@ def test_records_without_the_new_keys_are_read_with_the_old_behaviour():
     base = bandit.plain_config()
     old = {k: v for k, v in base.items() if k not in ("fsgld_weight_term", "gp_action_lengthscale")}
     record = {"method": "fsgld", "pattern": 0.5, "seed": 0, "steps": 10, "config": old}
-    assert bandit._same_run(record, "fsgld", 0.5, 0, 10, base, base)
+    assert bandit.same_run(record, "fsgld", 0.5, 0, 10, base, base)
     fixed = {**base, "fsgld_weight_term": "sgld"}
-    assert not bandit._same_run(record, "fsgld", 0.5, 0, 10, fixed, base)
-    assert bandit._same_run(dict(record, config=fixed), "fsgld", 0.5, 0, 10, fixed, base)
+    assert not bandit.same_run(record, "fsgld", 0.5, 0, 10, fixed, base)
+    assert bandit.same_run(dict(record, config=fixed), "fsgld", 0.5, 0, 10, fixed, base)
 
 
 @needs_data

@@ -30,11 +30,11 @@ def test_the_configuration_is_frozen_and_a_run_gets_a_plain_copy():
 def test_a_record_of_another_protocol_version_is_never_this_run():
     base = bandit.plain_config()
     record = {"method": "sgld", "pattern": 0.5, "seed": 0, "steps": 10, "config": base}
-    assert bandit._same_run(record, "sgld", 0.5, 0, 10, base, base)  # no version: version 1
-    assert bandit._same_run(dict(record, protocol=bandit.PROTOCOL), "sgld", 0.5, 0, 10, base, base)
+    assert bandit.same_run(record, "sgld", 0.5, 0, 10, base, base)  # no version: version 1
+    assert bandit.same_run(dict(record, protocol=bandit.PROTOCOL), "sgld", 0.5, 0, 10, base, base)
     other = dict(record, protocol=bandit.PROTOCOL + 1)
-    assert not bandit._same_run(other, "sgld", 0.5, 0, 10, base, base)
-    assert "protocol" not in bandit._public(dict(record, protocol=1))
+    assert not bandit.same_run(other, "sgld", 0.5, 0, 10, base, base)
+    assert "protocol" not in bandit.public_record(dict(record, protocol=1))
 
 
 @needs_data

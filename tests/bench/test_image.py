@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from bnnkit.bench.image import METHODS, run_image
-from bnnkit.bench.models import resnet18
 from bnnkit.core.errors import BnnkitError
+from bnnkit.nets import resnet18
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
@@ -107,7 +107,7 @@ def test_a_stopped_image_run_keeps_finished_methods_and_resume_runs_the_rest(tmp
     from bnnkit.bench import image
 
     kw = dict(out=tmp_path, root=str(DATA), quick=True, progress=False, log=lambda s: None)
-    real, calls = image._draws, []
+    real, calls = image.method_draws, []
 
     def stops_on_the_second(m, *args, **kwargs):
         calls.append(m)
@@ -115,13 +115,13 @@ def test_a_stopped_image_run_keeps_finished_methods_and_resume_runs_the_rest(tmp
             raise KeyboardInterrupt
         return real(m, *args, **kwargs)
 
-    monkeypatch.setattr(image, "_draws", stops_on_the_second)
+    monkeypatch.setattr(image, "method_draws", stops_on_the_second)
     with pytest.raises(KeyboardInterrupt):
         run_image("mnist", ("mcdropout", "bbb"), **kw)
     (first,) = [json.loads(line) for line in (tmp_path / image.ROWS_FILE).read_text().splitlines()]
     assert first["method"] == "mcdropout" and first["settings"]["quick"] is True
     calls.clear()
-    monkeypatch.setattr(image, "_draws", lambda m, *a, **k: (calls.append(m), real(m, *a, **k))[1])
+    monkeypatch.setattr(image, "method_draws", lambda m, *a, **k: (calls.append(m), real(m, *a, **k))[1])
     report = run_image("mnist", ("mcdropout", "bbb"), resume=True, **kw)
     assert calls == ["bbb"] and report["rows_reused"] == ["mcdropout"]
     assert report["rows"][0] == {k: first[k] for k in image.ROW_KEYS}
@@ -140,13 +140,13 @@ def test_fsg_prior_fit_is_a_protocol_key(tmp_path):
     cfg = {**image.DEFAULTS, "gp_rows": 40, "gp_class_rows": 30, "gp_steps": 5}
     assert image.DEFAULTS["gp_fit"] == "classification" and image.DEFAULTS["fsg_recipe"] == "plain"
     assert image.DEFAULTS["fsg_weight_scale"] is None and image.DEFAULTS["step_size"]["fsgld"] == 6e-6
-    gp, fitted = image._fit_gp(x, y, cfg, seed=0)
+    gp, fitted = image.fit_gp(x, y, cfg, seed=0)
     assert fitted["fit"] == "classification" and fitted["num_points"] == 30 and "grid" not in fitted
     assert fitted["outputscale"] == pytest.approx(float(gp.kernel.outputscale))
-    _, old = image._fit_gp(x, y, {**cfg, "gp_fit": "regression"}, seed=0)
+    _, old = image.fit_gp(x, y, {**cfg, "gp_fit": "regression"}, seed=0)
     assert "fit" not in old and old["num_points"] == 40
     with pytest.raises(BnnkitError, match="gp_fit must be one of classification, regression"):
-        image._fit_gp(x, y, {**cfg, "gp_fit": "onehot"}, seed=0)
+        image.fit_gp(x, y, {**cfg, "gp_fit": "onehot"}, seed=0)
 
 
 @pytest.mark.skipif(not (DATA / "mnist").exists(), reason="needs ../shared/data/mnist")
@@ -154,7 +154,7 @@ def test_image_default_row_is_what_fit_gives(tmp_path):
     """The image bench's default row is bnnkit.fit(net, (x, y)) with the same network and seed."""
     import bnnkit
     from bnnkit.api.recipe import SamplerRecipe
-    from bnnkit.bench.image import QUICK, _load, build_net
+    from bnnkit.bench.image import QUICK, build_net, load_task
     from bnnkit.core.random import global_rng_seeded
     from bnnkit.predict import expected_calibration_error
 
@@ -162,7 +162,9 @@ def test_image_default_row_is_what_fit_gives(tmp_path):
         "mnist", ("default",), out=tmp_path, root=str(DATA), quick=True, progress=False, log=lambda s: None
     )
     row = report["rows"][0]
-    x, y, x_te, y_te, _, _ = _load("mnist", str(DATA), False, {**QUICK, "batch_size": 125, "train_rows": 600})
+    x, y, x_te, y_te, _, _ = load_task(
+        "mnist", str(DATA), False, {**QUICK, "batch_size": 125, "train_rows": 600}
+    )
     with global_rng_seeded(0):
         net = build_net("cnn")
     fit = bnnkit.fit(net, (x, y), seed=0, progress=False, recipe=SamplerRecipe(**QUICK["default_recipe"]))

@@ -12,11 +12,11 @@ import torch
 import bnnkit.bench.uci.cell as cell_module
 import bnnkit.bench.uci.runner as runner
 from bnnkit.api import METHODS, fit
-from bnnkit.bench.models import mlp
 from bnnkit.bench.uci import FULL, PROTOCOL, QUICK, UCIData, make_report, run_uci, run_uci_arrays
 from bnnkit.bench.uci.records import read_cells, same_run, seconds_total
 from bnnkit.core.errors import BnnkitError, DivergenceError
 from bnnkit.core.random import global_rng_seeded
+from bnnkit.nets import mlp
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 needs_data = pytest.mark.skipif(not (DATA / "uci").exists(), reason="needs ../shared/data/uci")

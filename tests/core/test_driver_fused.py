@@ -14,11 +14,11 @@ import torch
 
 import bnnkit
 import bnnkit.sgmcmc.fused as fused_module
-from bnnkit.bench.models import mlp
 from bnnkit.core.blocks import AUTO_BLOCK, fused_block
 from bnnkit.core.errors import BnnkitError, DivergenceError
 from bnnkit.core.target import as_target
 from bnnkit.data import Minibatches
+from bnnkit.nets import mlp
 from bnnkit.sgmcmc import SGHMC, SGLD, AdaptiveSGHMC, CyclicalSGHMC, CyclicalSGLD, PreconditionedSGLD
 
 ALGORITHMS = {

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from bnnkit.bench.models import mlp
 from bnnkit.core.module_call import ModuleCaller
+from bnnkit.nets import mlp
 
 
 def _caller():

@@ -16,10 +16,10 @@ import torch
 
 import bnnkit
 import bnnkit.sgmcmc.fused as fused_module
-from bnnkit.bench.models import mlp
 from bnnkit.core.errors import BnnkitError, DivergenceError
 from bnnkit.core.target import as_target
 from bnnkit.data import Minibatches
+from bnnkit.nets import mlp
 from bnnkit.sgmcmc import SGHMC, SGLD, CyclicalSGHMC, CyclicalSGLD, Fused, PreconditionedSGLD
 
 ALGORITHMS = {

@@ -32,15 +32,15 @@ from .agents import (  # noqa: F401
     BothActionPoints,
     Buffer,
     _BBBAgent,
-    _both_actions,
     _FBNNAgent,
     _GreedyAgent,
-    _hmc_like,
     _LaplaceAgent,
-    _make_agent,
     _sg_algorithm,
     _SGMCMCAgent,
     attribute_blocks,
+    both_actions,
+    hmc_like,
+    make_agent,
 )
 from .protocol import (  # noqa: F401
     DEFAULTS,
@@ -68,9 +68,9 @@ from .protocol import (  # noqa: F401
     plain_config,
     realised_rewards,
 )
-from .records import _public, _same_run  # noqa: F401
+from .records import public_record, same_run  # noqa: F401
 from .report import COLOURS, _curve_index, _fmt_list, _mean_sd, _plot, _report  # noqa: F401
-from .runner import _bar, _check_finite, _check_inputs, _split, command_line, play, run_bandit  # noqa: F401
+from .runner import _bar, _check_finite, _check_inputs, command_line, play, run_bandit, split_values  # noqa: F401
 
 __all__ = [
     "DEFAULTS",

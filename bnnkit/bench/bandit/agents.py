@@ -11,8 +11,8 @@ from torch import Tensor
 
 from ...core.errors import BnnkitError
 from ...core.random import global_rng_seeded
+from ...nets import mlp
 from ..methods import GP_PRIOR, MOMENTUM, family, sg_algorithm
-from ..models import mlp
 from .protocol import GREEDY_EPSILON, METHODS
 
 
@@ -39,15 +39,12 @@ class Buffer:
         return self.x[idx], self.y[idx]
 
 
-def _both_actions(contexts: Tensor) -> Tensor:
+def both_actions(contexts: Tensor) -> Tensor:
     """Inputs ``[2k, D + 2]``: each context with (eat) then with (reject)."""
     k = contexts.shape[0]
     eat = torch.tensor([1.0, 0.0]).expand(k, 2)
     rej = torch.tensor([0.0, 1.0]).expand(k, 2)
     return torch.cat([torch.cat([contexts, eat], 1), torch.cat([contexts, rej], 1)])
-
-
-both_actions = _both_actions  # the public name (experiments/ and benchmarks/ use it)
 
 
 def attribute_blocks(contexts: Tensor) -> list[tuple[int, int]]:
@@ -90,7 +87,7 @@ class BothActionPoints:
             cols = self._lo + (u * self._size).long().clamp_max(self._size.long() - 1)
             rand = torch.zeros(self.num_random, self.width).scatter_(1, cols, 1.0)
             rows = torch.cat([rows, rand])
-        return dedupe_rows(_both_actions(rows))
+        return dedupe_rows(both_actions(rows))
 
     def config(self) -> dict:
         return {"batch_contexts": self.num_batch, "random_contexts": self.num_random, "actions": "both"}
@@ -138,7 +135,7 @@ class _SGMCMCAgent:
     def act(self, context: Tensor, gen: torch.Generator) -> int:
         with torch.no_grad():
             w = self.position()
-            f = self.posterior.forward(self.posterior.split(w)[0], _both_actions(context[None]))
+            f = self.posterior.forward(self.posterior.split(w)[0], both_actions(context[None]))
         return int(f.reshape(-1).argmax())
 
     def finite(self) -> bool:
@@ -177,7 +174,7 @@ class _BBBAgent:
     def act(self, context: Tensor, gen: torch.Generator) -> int:
         w = self.q.sample(1, gen)[0]
         with torch.no_grad():
-            f = self.posterior.forward(self.posterior.split(w)[0], _both_actions(context[None]))
+            f = self.posterior.forward(self.posterior.split(w)[0], both_actions(context[None]))
         return int(f.reshape(-1).argmax())
 
     def finite(self) -> bool:
@@ -236,7 +233,7 @@ class _GreedyAgent:
             if u < self.epsilon:
                 return int(torch.randint(2, (), generator=gen))
         with torch.no_grad():
-            f = self.net(_both_actions(context[None]))
+            f = self.net(both_actions(context[None]))
         return int(f.reshape(-1).argmax())
 
     def finite(self) -> bool:
@@ -274,7 +271,7 @@ class _LaplaceAgent(_GreedyAgent):
         if self.draw is None:  # before the first interaction: the untrained network
             return super().act(context, gen)
         with torch.no_grad():
-            f = self.posterior.forward(self.draw(0, gen), _both_actions(context[None]))
+            f = self.posterior.forward(self.draw(0, gen), both_actions(context[None]))
         return int(f.reshape(-1).argmax())
 
 
@@ -319,7 +316,7 @@ class _FitAgent:
         self.next_fit *= 2
 
     def act(self, context: Tensor, gen: torch.Generator) -> int:
-        rows = _both_actions(context[None])
+        rows = both_actions(context[None])
         if self.fit is None:
             with torch.no_grad():
                 f = self.net(rows)
@@ -331,7 +328,7 @@ class _FitAgent:
         return self.fit is None or bool(torch.isfinite(self.fit.draws.flat()).all())
 
 
-def _hmc_like(kind: Any, momentum_decay: float) -> Callable[[float], Any]:
+def hmc_like(kind: Any, momentum_decay: float) -> Callable[[float], Any]:
     """``eps -> (f)SGHMC`` whose drift matches (f)SGLD's at step ``eps``.
 
     SGLD moves ``(eps / 2) g`` per step.  SGHMC in learning-rate form, ``v <- (1 - a) v + lr g +
@@ -361,7 +358,7 @@ def _sg_algorithm(method: str, cfg: dict, lr: float, max_step: float) -> Callabl
     if recipe != "plain":
         raise BnnkitError(f"sg_recipe must be 'plain' or 'adaptive', got {recipe!r}.")
     kind = sg_algorithm(method)
-    make = _hmc_like(kind, cfg["sghmc_momentum_decay"]) if method in MOMENTUM else kind
+    make = hmc_like(kind, cfg["sghmc_momentum_decay"]) if method in MOMENTUM else kind
     return lambda n: make(min(2 * lr * cfg["noise"] ** 2 / n, max_step))
 
 
@@ -369,7 +366,7 @@ def _sg_agent(method: str, post: Any, cfg: dict, lr: float, max_step: float) -> 
     return _SGMCMCAgent(post, _sg_algorithm(method, cfg, lr, max_step), post.initial_position("module"))
 
 
-def _make_agent(method: str, d: int, cfg: dict, seed: int, blocks: list[tuple[int, int]]) -> Any:
+def make_agent(method: str, d: int, cfg: dict, seed: int, blocks: list[tuple[int, int]]) -> Any:
     from ...core.posterior import Posterior
     from ...likelihoods import Gaussian
     from ...priors import GaussianPrior
@@ -425,6 +422,3 @@ def _make_agent(method: str, d: int, cfg: dict, seed: int, blocks: list[tuple[in
             return _FBNNAgent(post, cfg)
         return _sg_agent(method, post, cfg, cfg["fsgld_lr"], cfg["fsgld_max_step"])
     raise BnnkitError(f"unknown method {method!r}; choose from {', '.join(METHODS)}.")
-
-
-make_agent = _make_agent  # the public name (experiments/ and benchmarks/ use it)

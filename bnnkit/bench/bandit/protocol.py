@@ -50,7 +50,7 @@ PROTOCOL = 1
 
 # The configuration, frozen (read-only mappings; plain_config gives the plain dict a run uses).
 # A key added here must default to the earlier behaviour: records written before it are read with
-# that default (see records._same_run).
+# that default (see records.same_run).
 DEFAULTS: Mapping[str, Any] = _frozen(
     {
         "hidden": 100,

@@ -7,7 +7,7 @@ from typing import Any
 from .protocol import PROTOCOL
 
 
-def _same_run(
+def same_run(
     r: dict[str, Any], method: str, p: float, seed: int, steps: int, cfg: dict[str, Any], base: dict[str, Any]
 ) -> bool:
     """Whether the record ``r`` is the run this command plays for ``(method, p, seed)``.
@@ -29,6 +29,6 @@ def _same_run(
     )
 
 
-def _public(record: dict[str, Any]) -> dict[str, Any]:
+def public_record(record: dict[str, Any]) -> dict[str, Any]:
     """A run as the report holds it: the record less its configuration (the report has one)."""
     return {k: v for k, v in record.items() if k not in ("config", "protocol", "bnnkit_version")}

@@ -190,6 +190,9 @@ def _protocol(cfg: dict[str, Any]) -> dict[str, Any]:
         "laplace": f"greedy0's network; every {cfg['laplace_every']} interactions a last-layer full-GGN Laplace "
         "(the noise and weight prior above, no evidence tuning) around its weights on the whole buffer; "
         "Thompson draw = one draw of the last layer",
+        "default": f"bnnkit.fit(net, buffer) with its defaults (the default sampler recipe, noise learnt) after "
+        f"{cfg['default_first_fit']} interactions and again each time their number doubles, on the whole "
+        "buffer; Thompson draw = one of its draws (Fit.sample_functions); untrained network before the first fit",
         "randomness": "mushrooms make_generator(seed, 0), poison outcomes make_generator(seed, 1), agent "
         "make_generator(seed, 2 + index of the method in METHODS); initial weights: PyTorch's default init "
         "under the global CPU RNG seeded with seed, in a fork (global_rng_seeded(seed))",

@@ -16,7 +16,7 @@ from torch import Tensor
 from ...core.errors import BnnkitError
 from ...core.random import make_generator
 from ..records import append_record, output_folder, read_records, start_records
-from .agents import Buffer, _make_agent, attribute_blocks
+from .agents import Buffer, attribute_blocks, make_agent
 from .protocol import (
     DEFAULTS,
     EAT,
@@ -38,7 +38,7 @@ from .protocol import (
     plain_config,
     realised_rewards,
 )
-from .records import _public, _same_run
+from .records import public_record, same_run
 from .report import Command, _curve_index, _fmt_list, _plot, _report
 
 
@@ -57,7 +57,7 @@ def play(
     idx, u = environment(contexts.shape[0], steps, seed)
     agent_gen = make_generator(seed, 2 + METHODS.index(method))
     d = contexts.shape[1] + 2
-    agent = _make_agent(method, d, cfg, seed, attribute_blocks(contexts))
+    agent = make_agent(method, d, cfg, seed, attribute_blocks(contexts))
     buf = Buffer(cfg["buffer"], d)
     actions = torch.empty(steps, dtype=torch.long)
     rewards = torch.empty(steps, dtype=torch.float64)
@@ -132,7 +132,7 @@ def _check_inputs(methods, patterns, seeds, steps) -> None:
         raise BnnkitError(f"steps (interactions per run) must be an integer >= 1, got {steps!r}.")
 
 
-def _split(values: Any, kind: type, name: str) -> list[Any]:
+def split_values(values: Any, kind: type, name: str) -> list[Any]:
     """A sequence, or a comma-separated string (as on the command line), as a list; strings are
     converted to ``kind`` and integer patterns to floats (types are checked by ``_check_inputs``)."""
     if isinstance(values, str):
@@ -244,9 +244,9 @@ def _command(methods, patterns, seeds, steps, quick: bool, config: dict[str, Any
         patterns = QUICK_PATTERNS if quick else PATTERNS
     if seeds is None:
         seeds = QUICK_SEEDS if quick else SEEDS
-    methods = tuple(_split(methods, str, "methods"))
-    patterns = tuple(_split(patterns, float, "patterns"))
-    seeds = tuple(_split(seeds, int, "seeds"))
+    methods = tuple(split_values(methods, str, "methods"))
+    patterns = tuple(split_values(patterns, float, "patterns"))
+    seeds = tuple(split_values(seeds, int, "seeds"))
     steps = steps if steps is not None else (QUICK_STEPS if quick else STEPS)
     _check_inputs(methods, patterns, seeds, steps)
     overrides = dict(config or {})
@@ -302,9 +302,9 @@ def _play_all(
         for method in command.methods:
             for seed in command.seeds:
                 # a later line for the same run (a rerun) supersedes an earlier one
-                found = [r for r in stored if _same_run(r, method, p, seed, command.steps, record_cfg, base)]
+                found = [r for r in stored if same_run(r, method, p, seed, command.steps, record_cfg, base)]
                 if found:
-                    runs.append(_public(found[-1]))
+                    runs.append(public_record(found[-1]))
                     reused += 1
                     continue
                 if not play_missing:

@@ -16,9 +16,9 @@ from ...core.errors import DivergenceError
 from ...core.random import global_rng_seeded
 from ...diagnostics import ConvergenceWarning
 from ...laplace import Laplace
+from ...nets import mlp
 from ...predict import predict
 from ...predict.metrics import rmse
-from ..models import mlp
 from .protocol import UCIProtocol
 
 # a sampler cell's convergence record: bnnkit.fit's diagnostics, the recipe's stopping rule where it ran

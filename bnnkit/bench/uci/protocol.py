@@ -2,7 +2,7 @@
 
 Every cell is :func:`bnnkit.fit` with the method's defaults (:data:`bnnkit.api.methods.METHODS`) on
 one split's rows, standardised with the training statistics (``standardize=False``: they are
-already); the network is ``d -> 100 -> 100 -> 1`` with tanh (:func:`bnnkit.bench.models.mlp`),
+already); the network is ``d -> 100 -> 100 -> 1`` with tanh (:func:`bnnkit.nets.mlp`),
 built in a generator forked from seed ``seed + split``.  The fitted baselines (laplace, mcdropout,
 ensemble, bbb) take as their fixed noise (laplace: its start) the one fit's own GP would give, an
 RBF GP fitted by marginal likelihood to at most 1,000 training rows: the bench fits it once per

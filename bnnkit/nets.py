@@ -1,4 +1,6 @@
-"""The networks the experiments share."""
+"""Reference networks: the MLP of the UCI bench and the bandit, the small CNN of the image bench
+(CPU) and a GroupNorm ResNet-18 (GPU).  Plain ``torch.nn`` modules; any other module works the same
+with :func:`bnnkit.fit` and :class:`bnnkit.Posterior`."""
 
 from __future__ import annotations
 
@@ -70,3 +72,23 @@ def resnet18(
         layers.append(torch.nn.Dropout(dropout))
     layers.append(torch.nn.Linear(c_in, num_classes))
     return torch.nn.Sequential(*layers)
+
+
+def small_cnn(dropout: float | None = None) -> torch.nn.Module:
+    """The CPU CNN; ``dropout=p`` adds ``nn.Dropout(p)`` after each pooling layer (MC dropout)."""
+
+    def drop() -> list[torch.nn.Module]:
+        return [] if dropout is None else [torch.nn.Dropout(dropout)]
+
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(1, 16, 5),
+        torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2),
+        *drop(),
+        torch.nn.Conv2d(16, 32, 5),
+        torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2),
+        *drop(),
+        torch.nn.Flatten(),
+        torch.nn.Linear(512, 10),
+    )
