@@ -176,6 +176,7 @@ def sample(
     tensors), keyed by chain, or by the first chain of a vectorised group; for a variational
     algorithm (``Kernel.fit_steps > 0``: fit, then draw) that is the fitted variational parameters.
     """
+    # over 80 lines only for the documented arguments above: the body plans, then runs one loop
     plan = _plan(
         algorithm,
         num_samples=num_samples,
