@@ -36,7 +36,9 @@ def main(new_path: str, *cell_paths: str) -> None:
         b = base.get((r["dataset"], r["split_kind"], r["split"], r["method"]))
         if b is not None:
             groups[(r["dataset"], r["split_kind"], r["method"], r["kernel"])].append((r, b))
-    print("| set | kind | method | kernel | splits | NLL RBF | NLL kernel | paired (kernel - RBF) | coverage RBF / kernel | s/split RBF / kernel |")
+    print(
+        "| set | kind | method | kernel | splits | NLL RBF | NLL kernel | paired (kernel - RBF) | coverage RBF / kernel | s/split RBF / kernel |"
+    )
     print("|---|---|---|---|---:|---|---|---|---|---|")
     for (name, kind, method, kernel), pairs in sorted(groups.items()):
         nb, _ = _mean_se([b["nll"] for _, b in pairs])
@@ -46,8 +48,10 @@ def main(new_path: str, *cell_paths: str) -> None:
         ck, _ = _mean_se([r["coverage_95"] for r, _ in pairs])
         sb, _ = _mean_se([b["seconds"] for _, b in pairs])
         sk, _ = _mean_se([r["seconds"] for r, _ in pairs])
-        print(f"| {name} | {kind} | {method} | {kernel} | {len(pairs)} | {nb:.3f} | {nk:.3f} | {d:+.3f} +- {se:.3f} | "
-              f"{cb:.2f} / {ck:.2f} | {sb:.0f} / {sk:.0f} |")
+        print(
+            f"| {name} | {kind} | {method} | {kernel} | {len(pairs)} | {nb:.3f} | {nk:.3f} | {d:+.3f} +- {se:.3f} | "
+            f"{cb:.2f} / {ck:.2f} | {sb:.0f} / {sk:.0f} |"
+        )
 
 
 if __name__ == "__main__":

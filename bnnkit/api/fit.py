@@ -60,7 +60,8 @@ def fit(
             (the fixed noise sd, standardised, of mcdropout / ensemble / bbb; default: a GP fit's),
             ``p`` (dropout rate), ``members`` (ensemble size), ``draws``, ``warmup`` (nuts / hmc),
             ``kernel`` (the GP prior of fsgld / fsghmc, a :func:`~bnnkit.functional.make_kernel` spec;
-            default ``"rbf"``).
+            default ``"rbf"``), ``box_points`` / ``box_margin`` (fsgld / fsghmc: measurement points
+            added uniformly in the inputs' box, widened by ``box_margin`` of its range; default 0).
     """
     # over 80 lines only for the documented arguments above: the body is checks, then one Problem
     t0 = time.perf_counter()
@@ -131,12 +132,15 @@ def _checked_call(
             f"so that an interrupted run resumes; {method!r} is fitted in memory: drop output= and save the "
             "result with fit.save(path)."
         )
-    known = {"prior_scale", "noise", "p", "members", "draws", "warmup", "kernel"}
+    known = {"prior_scale", "noise", "p", "members", "draws", "warmup", "kernel", "box_points", "box_margin"}
     unknown = sorted(set(options) - known)
     if unknown:
         raise BnnkitError(f"unknown option(s) {unknown}; fit takes {sorted(known)}.")
-    if "kernel" in options and method not in ("fsgld", "fsghmc"):
-        raise BnnkitError(f"kernel= sets the GP prior of fsgld / fsghmc; method {method!r} has no GP prior.")
+    gp_only = sorted({"kernel", "box_points", "box_margin"} & set(options))
+    if gp_only and method not in ("fsgld", "fsghmc"):
+        raise BnnkitError(
+            f"{', '.join(gp_only)} set the GP prior of fsgld / fsghmc; method {method!r} has none."
+        )
     return params
 
 

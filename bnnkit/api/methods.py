@@ -131,7 +131,9 @@ def _chains(p: Problem, post: Posterior, sampler: str) -> tuple[Posterior, Any]:
 def _functional(sampler: str) -> Callable[[Problem], tuple[Posterior, Any]]:
     """fSGLD / fSGHMC: the default recipe's warm starts and chains on the functional posterior, a GP
     prior on the network's outputs (``options["kernel"]``, default RBF, fitted by marginal likelihood
-    to at most 1,000 training rows, in its Vecchia form) at the training inputs (at most 1,000 a step)."""
+    to at most 1,000 training rows, in its Vecchia form) at the training inputs (at most 1,000), and
+    with ``options["box_points"]`` that many points uniform in the inputs' box widened by
+    ``options["box_margin"]`` (default 0.25) of its range on each side."""
 
     def run(p: Problem) -> tuple[Posterior, Any]:
         from ..functional import FunctionalPosterior, MeasurementPoints, Vecchia
@@ -142,7 +144,11 @@ def _functional(sampler: str) -> Callable[[Problem], tuple[Posterior, Any]]:
                 "build a FunctionalPosterior with a Categorical likelihood yourself."
             )
         gp, _ = fitted_gp(p, p.options.get("kernel", "rbf"))
+        box = int(p.options.get("box_points", 0))
         meas: Any = p.x if p.n <= 1000 else MeasurementPoints(num_from_data=1000, num_uniform=0)
+        if box:  # and points uniform in the box around the inputs, where the data say nothing
+            margin = float(p.options.get("box_margin", 0.25))
+            meas = MeasurementPoints(num_from_data=min(p.n, 1000), num_uniform=box, margin=margin)
         post = FunctionalPosterior(
             p.module, p.likelihood(), gp, meas, p.x, num_data=p.n, prior_form=Vecchia()
         )

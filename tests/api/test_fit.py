@@ -346,7 +346,7 @@ def test_the_gp_prior_kernel_is_an_option_of_the_functional_methods_only():
     f = _fit((x, y), method="fsgld", kernel="rbf+linear")
     kernel = f.posterior.gp.kernel
     assert type(kernel).__name__ == "AdditiveKernel", kernel
-    with pytest.raises(BnnkitError, match="no GP prior"):
+    with pytest.raises(BnnkitError, match="has none"):
         bnnkit.fit(_net(), (x, y), method="ensemble", kernel="rbf")
 
 
