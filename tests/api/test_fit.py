@@ -350,6 +350,17 @@ def test_the_gp_prior_kernel_is_an_option_of_the_functional_methods_only():
         bnnkit.fit(_net(), (x, y), method="ensemble", kernel="rbf")
 
 
+def test_box_points_add_measurement_points_around_the_inputs():
+    x, y = _data(n=40)
+    f = _fit((x, y), method="fsghmc", box_points=20, box_margin=0.5)
+    meas = f.posterior.measurement
+    assert (meas.spec.num_from_data, meas.spec.num_uniform, meas.spec.margin) == (40, 20, 0.5)
+    xs = f._inputs(x)  # the box: the standardised inputs' range widened by half of it on each side
+    width = xs.max(0).values - xs.min(0).values
+    assert torch.allclose(meas.low, xs.min(0).values - 0.5 * width)
+    assert torch.isfinite(f.predict(x).mean).all()
+
+
 def test_a_handful_of_rows_fits_without_a_held_out_score():
     x, y = _data(n=4)  # the MAP phase's held-out tenth is no row: it runs its budget unscored
     f = _fit((x, y))
