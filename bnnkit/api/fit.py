@@ -11,7 +11,7 @@ from torch import Tensor
 from ..core.errors import BnnkitError
 from ..core.random import global_rng_seeded
 from ..data.coerce import as_pair, is_loader
-from .methods import METHODS, Problem, runner
+from .methods import GP_OPTIONS, METHODS, Problem, runner
 from .recipe import DEFAULT_RECIPE, SamplerRecipe
 from .result import Fit, diagnose, fingerprint
 from .scaling import Scaling
@@ -132,11 +132,11 @@ def _checked_call(
             f"so that an interrupted run resumes; {method!r} is fitted in memory: drop output= and save the "
             "result with fit.save(path)."
         )
-    known = {"prior_scale", "noise", "p", "members", "draws", "warmup", "kernel", "box_points", "box_margin"}
+    known = {"prior_scale", "noise", "p", "members", "draws", "warmup"} | GP_OPTIONS
     unknown = sorted(set(options) - known)
     if unknown:
         raise BnnkitError(f"unknown option(s) {unknown}; fit takes {sorted(known)}.")
-    gp_only = sorted({"kernel", "box_points", "box_margin"} & set(options))
+    gp_only = sorted(GP_OPTIONS & set(options))
     if gp_only and method not in ("fsgld", "fsghmc"):
         raise BnnkitError(
             f"{', '.join(gp_only)} set the GP prior of fsgld / fsghmc; method {method!r} has none."

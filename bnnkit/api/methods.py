@@ -23,6 +23,7 @@ from .recipe import DEFAULT_RECIPE, SamplerRecipe, run_recipe
 # optimiser budgets of the fitted baselines: epochs over the training rows, capped in steps
 EPOCHS, MAX_STEPS, LR = 300, 100_000, 1e-2
 NOISE_FLOOR = 0.01  # the fitted baselines' fixed noise sd is never below this (standardised units)
+GP_OPTIONS = frozenset({"kernel", "box_points", "box_margin"})  # fit options of fsgld / fsghmc's GP prior
 
 
 @dataclass
@@ -145,10 +146,12 @@ def _functional(sampler: str) -> Callable[[Problem], tuple[Posterior, Any]]:
             )
         gp, _ = fitted_gp(p, p.options.get("kernel", "rbf"))
         box = int(p.options.get("box_points", 0))
-        meas: Any = p.x if p.n <= 1000 else MeasurementPoints(num_from_data=1000, num_uniform=0)
+        meas: Any
         if box:  # and points uniform in the box around the inputs, where the data say nothing
             margin = float(p.options.get("box_margin", 0.25))
             meas = MeasurementPoints(num_from_data=min(p.n, 1000), num_uniform=box, margin=margin)
+        else:
+            meas = p.x if p.n <= 1000 else MeasurementPoints(num_from_data=1000, num_uniform=0)
         post = FunctionalPosterior(
             p.module, p.likelihood(), gp, meas, p.x, num_data=p.n, prior_form=Vecchia()
         )
