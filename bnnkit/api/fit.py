@@ -61,7 +61,9 @@ def fit(
             ``p`` (dropout rate), ``members`` (ensemble size), ``draws``, ``warmup`` (nuts / hmc),
             ``kernel`` (the GP prior of fsgld / fsghmc, a :func:`~bnnkit.functional.make_kernel` spec;
             default ``"rbf"``), ``box_points`` / ``box_margin`` (fsgld / fsghmc: measurement points
-            added uniformly in the inputs' box, widened by ``box_margin`` of its range; default 0).
+            added uniformly in the inputs' box, widened by ``box_margin`` of its range; default 0),
+            ``gp_optimizer`` (fsgld / fsghmc: ``"adam"`` or ``"lbfgs"``, how the GP prior's
+            hyperparameters are fitted; see :meth:`~bnnkit.functional.GPPrior.fit`).
     """
     # over 80 lines only for the documented arguments above: the body is checks, then one Problem
     t0 = time.perf_counter()
