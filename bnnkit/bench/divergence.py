@@ -1,11 +1,5 @@
-"""Benchmark cells whose chain diverges are recorded as diverged, not ended with an error.
-
-``bnnkit.sample`` stops a diverging chain with :class:`~bnnkit.core.errors.DivergenceError`.  A
-benchmark sweeps settings some of which are meant to fail (the tuning grid's largest steps; a
-step fixed on another data set), and its tables count diverged cells apart.  This wrapper turns
-the error into draws that are all NaN, which every bench already records as "diverged", with the
-error's message in ``samples.config["diverged"]``.
-"""
+"""A diverging chain is a diverged benchmark cell, not an error: the sweeps run settings some of
+which are meant to fail, and their tables count diverged cells apart."""
 
 from __future__ import annotations
 

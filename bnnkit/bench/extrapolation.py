@@ -1,23 +1,11 @@
-"""1-D extrapolation: fSGHMC with a GP prior against SGHMC with a Gaussian weight prior.
-
-The functional SG-MCMC paper's first figure, with our own data (the seed text lost the paper's
-function, intervals and noise level; these choices are bnnkit's, not the paper's):
-
-- truth ``f(x) = sin(3x) + 0.3 x``, noise standard deviation 0.1;
-- 20 training inputs, 10 uniform on each of ``[-2, -0.75]`` and ``[0.75, 2]``;
-- evaluation grid on ``[-4, 4]``: "in range" = inside the two training intervals, "out of range"
-  = ``|x| > 2.25`` (beyond the data on either side);
-- network 1-100-100-1 (tanh), Gaussian likelihood with the noise fixed at the GP-fitted value
-  for both methods, full batch (n = N = 20);
-- fSGHMC: RBF-kernel GP prior fitted to the 20 points (``docs/fsgmcmc_design.md`` section 4),
-  measurement points 40 training-input draws (deduplicated) + 40 uniform on ``[-4, 4]`` per step;
-- SGHMC: N(0, 1) prior on every weight, and (``sghmc_scaled``) N(0, 1/fan_in) on the weights into
-  and out of the 100-unit hidden layers (Neal's scaling, a tamer prior over functions);
-- 2 chains each, 2000 burn-in steps, then 8000 steps keeping every 100th (80 draws per chain).
-
-Outputs: ``extrapolation.png`` (both predictive means with 95% bands, data, truth) and
-``extrapolation.json`` (RMSE and mean predictive standard deviation in and out of range).
-"""
+"""1-D extrapolation, the functional SG-MCMC paper's first figure with bnnkit's own data (function,
+intervals and noise are not the paper's): fSGHMC with an RBF GP prior fitted to the data against
+SGHMC with N(0, 1) weights and (``sghmc_scaled``) N(0, 1/fan_in) on the 100-unit layers.  Truth
+``sin(3x) + 0.3 x`` plus noise 0.1 at 10 inputs on each of ``[-2, -0.75]`` and ``[0.75, 2]``;
+network 1-100-100-1 (tanh), the likelihood's noise the GP's fitted one, full batch; 2 chains of
+2000 burn-in steps, then 80 draws thinned by 100.  Writes ``extrapolation.png`` (predictive means,
+95 % bands) and ``extrapolation.json`` (RMSE and mean predictive sd in range and out of range,
+``|x| > 2.25``, with the protocol)."""
 
 from __future__ import annotations
 
@@ -39,6 +27,7 @@ from ..predict import predict
 from ..priors import GaussianPrior
 from ..sgmcmc.sghmc import SGHMC
 from .divergence import sample_or_diverged
+from .records import pyplot, save_figure
 
 NOISE = 0.1
 INTERVALS = ((-2.0, -0.75), (0.75, 2.0))
@@ -97,19 +86,10 @@ def run_extrapolation(
     grid = torch.linspace(*PLOT_RANGE, 400)[:, None]
     results: dict[str, Any] = {}
     preds = {}
+    kw = dict(num_samples=keep, num_warmup=warmup, thin=thin, num_chains=chains, seed=seed, progress=progress)
     for name, (post, algorithm) in _models(x, gp, noise, seed, step_size, friction).items():
         t0 = time.perf_counter()
-        s = sample_or_diverged(
-            algorithm,
-            post,
-            stream,
-            num_samples=keep,
-            num_warmup=warmup,
-            thin=thin,
-            num_chains=chains,
-            seed=seed,
-            progress=progress,
-        )
+        s = sample_or_diverged(algorithm, post, stream, **kw)
         seconds = time.perf_counter() - t0
         if not bool(torch.isfinite(s.positions).all()):
             raise BnnkitError(
@@ -175,9 +155,7 @@ def _models(
 
     n = x.shape[0]
     measurement = MeasurementPoints(num_from_data=40, num_uniform=40, low=PLOT_RANGE[0], high=PLOT_RANGE[1])
-    # The networks' initial weights: the global RNG seeded with ``seed``, in a fork (the caller's
-    # random state is left alone).
-    with global_rng_seeded(seed):
+    with global_rng_seeded(seed):  # the initial weights; the caller's random state is left alone
         nets = [mlp(1, 100) for _ in range(3)]
     # Neal's 1/sqrt(fan-in) scaling for the 100-unit layers: a tamer prior over functions.
     scaled = GaussianPrior(1.0, scales={"2.": 0.1, "4.": 0.1})
@@ -197,33 +175,29 @@ def _models(
     }
 
 
+_STYLE = {  # title and colour of each method's panel
+    "fsghmc": ("fSGHMC, GP prior (RBF)", "tab:blue"),
+    "sghmc": ("SGHMC, N(0, 1) weight prior", "tab:orange"),
+    "sghmc_scaled": ("SGHMC, N(0, 1/fan_in) weight prior", "tab:green"),
+}
+
+
 def _plot(path: Path, x, y, grid, preds, results) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     names = list(preds)
-    fig, axes = plt.subplots(1, len(names), figsize=(6 * len(names), 4.2), sharey=True)
+    fig, axes = pyplot().subplots(1, len(names), figsize=(6 * len(names), 4.2), sharey=True)
     g = grid[:, 0]
-    titles = {
-        "fsghmc": "fSGHMC, GP prior (RBF)",
-        "sghmc": "SGHMC, N(0, 1) weight prior",
-        "sghmc_scaled": "SGHMC, N(0, 1/fan_in) weight prior",
-    }
-    colours = {"fsghmc": "tab:blue", "sghmc": "tab:orange", "sghmc_scaled": "tab:green"}
     for ax, name in zip(axes, names):
-        p = preds[name]
+        p, (title, colour) = preds[name], _STYLE[name]
         lo, hi = p.interval(0.95)
-        ax.fill_between(g, lo, hi, color=colours[name], alpha=0.25, label="95% predictive band")
-        ax.plot(g, p.mean, color=colours[name], lw=1.8, label="predictive mean")
+        ax.fill_between(g, lo, hi, color=colour, alpha=0.25, label="95% predictive band")
+        ax.plot(g, p.mean, color=colour, lw=1.8, label="predictive mean")
         ax.plot(g, truth(g), "k--", lw=1, label="true function")
         ax.scatter(x[:, 0], y, s=16, color="k", zorder=5, label="training data")
         for lo_i, hi_i in INTERVALS:
             ax.axvspan(lo_i, hi_i, color="grey", alpha=0.08)
         r = results[name]
         ax.set_title(
-            f"{titles[name]}\nRMSE in/out {r['in_range_rmse']:.2f}/{r['out_of_range_rmse']:.2f}, "
+            f"{title}\nRMSE in/out {r['in_range_rmse']:.2f}/{r['out_of_range_rmse']:.2f}, "
             f"mean sd in/out {r['in_range_mean_std']:.2f}/{r['out_of_range_mean_std']:.2f}",
             fontsize=10,
         )
@@ -231,6 +205,4 @@ def _plot(path: Path, x, y, grid, preds, results) -> None:
         ax.set_ylim(-4, 4)
     axes[0].set_ylabel("y")
     axes[0].legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, 110)

@@ -1,29 +1,21 @@
 """Image classification with OOD detection (functional SG-MCMC paper 5.3; docs/fsgmcmc_design.md 9.3).
 
-:func:`run_image` trains each method on MNIST (or Fashion-MNIST) with a network of ``model=``
-(``"cnn"``, a small CPU CNN, bnnkit's; ``"resnet18"``, the paper's network for GPU runs) and
-reports, on the test split, the error, NLL, ECE (15 bins) and the OOD AUROC of the predictive
-entropy against the other data set's test images; reliability diagrams as PNG, tables as
-markdown, CSV and JSON.
+:func:`run_image` trains each method on MNIST (or Fashion-MNIST) with a small CPU CNN
+(``model="cnn"``) or the paper's ResNet-18 and reports the test error, NLL, ECE (15 bins) and the
+OOD AUROC of the predictive entropy against the other data set's test images, with reliability
+diagrams.  Methods (:data:`METHODS`): ``default`` (``bnnkit.fit(net, (x, y))``, its own budget),
+SG-MCMC, functional SG-MCMC with an RBF GP prior on the logits fitted to the training images, and
+the VI, MC dropout, last-layer Laplace and ensemble baselines, all in the same budget (``burn_in``
+steps, then ``draws`` draws thinned by ``thin``; the baselines as many epochs), chains starting
+from PyTorch's initialisation.  Settings: :data:`DEFAULTS`; why: ``docs/image_protocol.md``.
 
-Methods (:data:`METHODS`): ``default``, the call ``bnnkit.fit(net, (x, y))`` with the default
-sampler recipe (its own budget, :mod:`bnnkit.api.recipe`); SG-MCMC (``sghmc``, ``sgld``, ``asghmc``), functional SG-MCMC
-(``fsghmc``, ``fsgld``) with an RBF GP prior on the logits fitted to the training images, Bayes by
-Backprop, FBNN, MC dropout, last-layer Laplace and a deep ensemble.  Every method gets the same
-budget (``burn_in`` steps, then ``draws`` draws thinned by ``thin``; the baselines as many epochs),
-and chains start from PyTorch's initialisation.  Each method's settings are keys of
-:data:`DEFAULTS`; what each one runs and why is in ``docs/image_protocol.md``.
-
-Data sets (``dataset=``): ``"mnist"`` (OOD: Fashion-MNIST), ``"fmnist"`` (OOD: MNIST; needs
-``download=True``: the offline data holds only part of Fashion-MNIST) and ``"fmnist-partial"``,
-the offline stand-in for the reverse direction, trained on the Fashion-MNIST test images present
-but the last 1000, tested on those (a smaller protocol: its errors are not comparable with
-published Fashion-MNIST numbers).
+Data sets: ``"mnist"`` (OOD: Fashion-MNIST), ``"fmnist"`` (OOD: MNIST; needs ``download=True``)
+and ``"fmnist-partial"``, the offline stand-in: trained on the Fashion-MNIST test images present
+but the last 1000, tested on those (its errors are not comparable with published numbers).
 """
 
 from __future__ import annotations
 
-import csv
 import json
 import time
 from dataclasses import dataclass
@@ -43,9 +35,8 @@ from ..nets import resnet18, small_cnn
 from ..predict import expected_calibration_error, ood_auroc, predictive_entropy
 from ..priors import GaussianPrior
 from .divergence import sample_or_diverged
-from .methods import GP_PRIOR, MOMENTUM, family, sg_algorithm
-from .records import append_record, output_folder, read_records, start_records
-from .uci import canonical_methods
+from .methods import FSG, GP_PRIOR, MOMENTUM, SG, canonical_methods, sg_algorithm
+from .records import append_record, output_folder, pyplot, reopen_records, save_figure, write_report_files
 from .uci import predictive as _weight_predictive
 
 METHODS = (
@@ -162,17 +153,8 @@ def load_task(dataset: str, root: str | None, download: bool, cfg: dict):
         x_te, y_te = load_mnist(root, train=False, download=download, kind=dataset, allow_partial=True)
     x_ood, _ = load_mnist(root, train=False, download=download, kind=other, allow_partial=True)
 
-    def cut(t, k):
-        return t if k is None else t[:k]
-
-    return (
-        cut(x_tr, cfg["train_rows"]),
-        cut(y_tr, cfg["train_rows"]),
-        cut(x_te, cfg["test_rows"]),
-        cut(y_te, cfg["test_rows"]),
-        cut(x_ood, cfg["ood_rows"]),
-        other,
-    )
+    rows = (cfg["train_rows"], cfg["train_rows"], cfg["test_rows"], cfg["test_rows"], cfg["ood_rows"])
+    return (*(t if k is None else t[:k] for t, k in zip((x_tr, y_tr, x_te, y_te, x_ood), rows)), other)
 
 
 GP_FITS = ("classification", "regression")
@@ -200,9 +182,8 @@ def fit_gp(x: torch.Tensor, y: torch.Tensor, cfg: dict, seed: int):
 def method_draws(method, x, y, cfg, seed, progress, gp, model="cnn", width=None):
     """``method``'s posterior and its draws (a Laplace fit or MC dropout's networks in their stead)."""
     n = x.shape[0]
-    # The networks' initial weights come from the global RNG seeded with ``seed`` in a fork, so
-    # the caller's random state is left alone (everything else draws from explicit generators).
-    # They are made on the CPU and moved to the data's device: the same start on every device.
+    # The initial weights: the global RNG seeded with ``seed`` in a fork (the caller's random state
+    # is left alone), made on the CPU and moved to the data's device (the same start on every device).
     with global_rng_seeded(seed):
         net = build_net(model, width=width).to(x.device)
         dropout_net = (
@@ -226,13 +207,13 @@ def method_draws(method, x, y, cfg, seed, progress, gp, model="cnn", width=None)
         progress=progress,
         init="module",
     )
-    if family(method) == "fsg":
+    if method in FSG:
         return _functional_draws(method, net, x, stream, cfg, gp, kw)
     post = Posterior(net, Categorical(), GaussianPrior(1.0), num_data=n)
-    adaptive = family(method) == "adaptive" or (method == "sghmc" and cfg.get("sghmc_recipe") == "adaptive")
+    adaptive = method == "asghmc" or (method == "sghmc" and cfg.get("sghmc_recipe") == "adaptive")
     if adaptive:
         return post, _adaptive_draws(post, stream, cfg, kw)
-    if family(method) == "sg":
+    if method in SG:
         return post, sample_or_diverged(_sg_algorithm(method, cfg), post, stream, **kw)
     return _baseline_draws(method, post, net, dropout_net, x, y, cfg, seed, progress, gp)
 
@@ -384,12 +365,10 @@ def run_image(
 ) -> dict[str, Any]:
     """Run ``methods`` on ``dataset``; write ``image.md/csv/json`` and reliability diagrams.
 
-    ``model`` is ``"cnn"`` (the CPU default) or ``"resnet18"`` (``width`` scales its channels;
-    default 64, the standard network).  Each method's row is appended to ``out/image_rows.jsonl``
-    as it finishes, so a stopped run loses only the method in progress; ``resume`` reuses the rows
-    there of the same data set, network, seed, mode and protocol and runs only the other methods.
-    ``device`` (``"cpu"``, ``"cuda"``, ...) is where the data, the networks and the chains live;
-    rows record it, and ``resume`` reuses only rows made on the same device.
+    ``model``: ``"cnn"`` or ``"resnet18"`` (``width`` scales its channels; default 64).  Each
+    method's row is appended to ``out/image_rows.jsonl`` as it finishes; ``resume`` reuses the rows
+    there of the same data set, network, seed, mode, protocol and ``device`` (where the data, the
+    networks and the chains live) and runs only the other methods.
     """
     methods = tuple(canonical_methods(methods, METHODS))
     _check_device(device)
@@ -420,7 +399,8 @@ def run_image(
         row, reliab[m] = _evaluate(m, post, s, x_te, y_te, x_ood, seconds)
         rows.append(row)
         rel, prior = {k: v.tolist() for k, v in reliab[m].items()}, fitted if m in FUNCTIONAL else None
-        extra = {"reliability": rel, "gp_prior": prior, "convergence": _convergence(m, s)}
+        conv = s.config.get("convergence") if m == "default" else None  # the default's R-hat, ESS, ...
+        extra = {"reliability": rel, "gp_prior": prior, "convergence": conv}
         append_record(records, {**row, **extra, "settings": settings})
         log(
             f"{dataset} {m:9s} error {row['test_error_pct']:.2f}% NLL {row['nll']:.3f} ECE {row['ece']:.3f} "
@@ -443,26 +423,9 @@ def run_image(
         "rows_reused": reused,
         "sizes": {"train": x.shape[0], "test": x_te.shape[0], "ood": x_ood.shape[0]},
     }
-    _write_report(out, report, reliab)
+    write_report_files(out, "image", report, rows, _markdown(report, reused))
+    _reliability_plot(out / "reliability.png", reliab, dataset)
     return report
-
-
-def _write_report(out: Path, report: dict[str, Any], reliab: dict) -> None:
-    """``image.json``, ``image.md``, ``image.csv`` and the reliability diagrams in ``out``."""
-    rows = report["rows"]
-    (out / "image.json").write_text(json.dumps(report, indent=2, default=float))
-    (out / "image.md").write_text(_markdown(report, report["rows_reused"]))
-    with (out / "image.csv").open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    _reliability_plot(out / "reliability.png", reliab, report["dataset"])
-
-
-def _convergence(method: str, draws: Any) -> dict | None:
-    """The default's convergence record (R-hat / ESS, MAP steps, the phases' seconds; plain Python
-    numbers, as the UCI cells store theirs): reported beside the scores, not targeted."""
-    return draws.config.get("convergence") if method == "default" else None
 
 
 def _check_device(device: str) -> None:
@@ -503,11 +466,7 @@ def _gp_prior(methods: tuple[str, ...], done: dict, x, y, cfg: dict, seed: int, 
 def _reused_rows(records: Path, resume: bool, settings: dict, methods: tuple[str, ...], log: Any) -> dict:
     """The rows in ``records`` that a resumed run reuses (same settings, a requested method), by
     method; without ``resume`` none, and ``records`` starts afresh."""
-    if not (resume and records.is_file()):
-        start_records(records, log)
-        return {}
-    kept = read_records(records, log)
-    records.write_text("".join(json.dumps(r) + "\n" for r in kept))  # drop a line cut short
+    kept = reopen_records(records, resume, log)
     done = {r["method"]: r for r in kept if r.get("settings") == settings and r.get("method") in methods}
     if done:
         log(f"{records}: reused {', '.join(m for m in methods if m in done)}")
@@ -564,12 +523,7 @@ def _markdown(report: dict[str, Any], reused: list[str]) -> str:
 
 
 def _reliability_plot(path: Path, reliab: dict, dataset: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(reliab), figsize=(3.2 * len(reliab), 3.4), squeeze=False)
+    fig, axes = pyplot().subplots(1, len(reliab), figsize=(3.2 * len(reliab), 3.4), squeeze=False)
     for ax, (m, r) in zip(axes[0], reliab.items()):
         edges = r["edges"].numpy()
         centres = 0.5 * (edges[1:] + edges[:-1])
@@ -582,6 +536,4 @@ def _reliability_plot(path: Path, reliab: dict, dataset: str) -> None:
         ax.set_ylim(0, 1)
     axes[0][0].set_ylabel(f"accuracy ({dataset} test)")
     axes[0][0].legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path, 100)

@@ -1,26 +1,11 @@
-"""Published UCI regression numbers on the same 20 standard splits, in original units.
-
-All three use the Hernandez-Lobato & Adams (2015) splits that ``bnnkit.data.load_uci`` reads
-(protein: 5 splits), one hidden layer of 50 units (protein: 100), and report test RMSE and test
-NLL (``-mean log p(y*)``) in the target's original units, mean +- the spread they published:
-
-- ``pbp``: probabilistic backpropagation, Hernandez-Lobato & Adams, ICML 2015, Table 1/2
-  (mean +- standard error);
-- ``mcdropout``: MC dropout, Gal & Ghahramani, ICML 2016, Table 1 (mean +- standard error);
-- ``ensemble``: deep ensembles (5 networks, proper scoring rule, adversarial training),
-  Lakshminarayanan et al., NeurIPS 2017, Table 1 (mean +- standard deviation over splits);
-- ``sghmc_adapted``: scale-adapted SGHMC, Springenberg et al., NeurIPS 2016 (50 units per hidden
-  layer); test NLL only (their test log-likelihood, negated) on Boston, yacht, concrete and wine,
-  20 splits.  Transcribed second-hand, from the table that quotes theirs in "Ergodic measure
-  preserving flows" (ICLR 2019 submission, Table 3), not from the original paper; the spread is
-  given as quoted, not restated as a standard error.  Check it against the original before citing.
-
-bnnkit's benchmark network is larger (2 x 100 tanh units), so these are anchors for what the
-field reaches on the same data, not a like-for-like comparison; the functional SG-MCMC paper's
-own numbers (standardised units) stay in :data:`bnnkit.bench.uci.PAPER`.  The UCI bench's table
-shows them as ``published <method>`` rows under each known set's own (:func:`published` has
-nothing for a set of the user's own, and the rows are left out there).
-"""
+"""Published UCI regression numbers (test RMSE and NLL, original units, mean +- the published
+spread; :data:`SOURCES` names each) on the same standard splits (Hernandez-Lobato & Adams 2015;
+protein 5), with one hidden layer of 50 units (protein 100): anchors for what the field reaches on
+this data, not a like-for-like comparison with bnnkit's 2 x 100 network.  ``sghmc_adapted`` is
+transcribed second-hand (Table 3 of the ICLR 2019 submission "Ergodic measure preserving flows"),
+its spread as quoted: check it against the original before citing.  The UCI bench shows them as
+``published <method>`` rows under each known set's own; the paper's standardised numbers stay in
+:data:`bnnkit.bench.uci.PAPER`."""
 
 from __future__ import annotations
 

@@ -1,8 +1,10 @@
-"""JSON-lines record files of the benchmarks: one line per finished unit of work (a UCI cell, a
-bandit run), appended as it finishes so that a stopped run loses only the unit in progress."""
+"""The benchmarks' files: JSON-lines records (one line per finished unit of work, a UCI cell, an
+image row or a bandit run, appended as it finishes so that a stop loses only the unit in progress),
+the output folder, the report's JSON / CSV / markdown and its figures."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 from collections.abc import Callable
@@ -40,6 +42,50 @@ def read_records(path: Path, log: Callable[[str], None]) -> list[dict[str, Any]]
     return records
 
 
+def reopen_records(
+    path: Path, resume: bool, log: Callable[[str], None], check: Callable[[list], Any] | None = None
+) -> list[dict[str, Any]]:
+    """The records a resumed run keeps: those of ``path`` (``check`` may refuse them; then the file
+    is rewritten without a last line cut short).  Without ``resume``, or with no file, none, and
+    ``path`` starts afresh (:func:`start_records`)."""
+    if not (resume and path.is_file()):
+        start_records(path, log)
+        return []
+    kept = read_records(path, log)
+    if check is not None:
+        check(kept)
+    path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+    return kept
+
+
+def write_report_files(out: Path, stem: str, report: dict, rows: list[dict], markdown: str) -> None:
+    """``<stem>.json`` (the report), ``<stem>.csv`` (one line per row, a column per key of any row)
+    and ``<stem>.md`` in ``out``."""
+    (out / f"{stem}.json").write_text(json.dumps(report, indent=2, default=float))
+    with (out / f"{stem}.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in rows for k in r)), restval="")
+        w.writeheader()
+        w.writerows(rows)
+    (out / f"{stem}.md").write_text(markdown)
+
+
+def pyplot() -> Any:
+    """matplotlib's pyplot on the Agg backend (no display needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig: Any, path: Path, dpi: int, **layout: Any) -> None:
+    """Lay ``fig`` out tightly, write it to ``path`` and close it."""
+    fig.tight_layout(**layout)
+    fig.savefig(path, dpi=dpi)
+    pyplot().close(fig)
+
+
 def start_records(path: Path, log: Callable[[str], None]) -> None:
     """Begin an empty record file at ``path``; a non-empty one already there (a run without
     ``--resume`` in the folder of an earlier run) is kept as ``<name>.previous.jsonl``."""
@@ -55,13 +101,9 @@ _HOUSEKEEPING = frozenset({".DS_Store", ".gitkeep", ".gitignore", "Thumbs.db", "
 
 
 def output_folder(out: str | os.PathLike[str], marks: tuple[str, ...] = (), bench: str = "") -> Path:
-    """The output folder ``out`` of a benchmark, checked and created before any work starts.
-
-    Refused with a :class:`BnnkitError` that names the path: an existing file, a path under a
-    file, a folder that cannot be created or written into, and (when ``marks`` are given) a folder
-    that is not empty but holds none of ``marks`` (the files by which the ``bench`` knows its own
-    output: its record file or report), whose files a run would overwrite or mix with its own.
-    """
+    """The output folder ``out``, checked and created before any work starts.  Refused: an existing
+    file, a path under a file, a folder that cannot be created or written into, and (with ``marks``,
+    the files by which the ``bench`` knows its own output) a non-empty folder holding none of them."""
     path = Path(out).expanduser()
     if path.exists() and not path.is_dir():
         raise BnnkitError(
@@ -80,21 +122,14 @@ def output_folder(out: str | os.PathLike[str], marks: tuple[str, ...] = (), benc
     why = create_folder(path)
     if why is not None:
         raise BnnkitError(f"cannot create the output folder {path} (out / --out): {why}.")
-    check_writable(path, "the output folder")
+    why = unwritable(path)
+    if why is not None:
+        raise BnnkitError(f"cannot write into the output folder {path}: {why}.")
     return path
 
 
-def check_writable(folder: Path, what: str) -> None:
-    """Refuse ``folder`` (``what`` names it in the message) unless a file can be made in it
-    (:func:`unwritable`)."""
-    why = unwritable(folder)
-    if why is not None:
-        raise BnnkitError(f"cannot write into {what} {folder}: {why}.")
-
-
 def create_folder(folder: Path) -> str | None:
-    """Create ``folder`` and its missing parents; why that failed (the nearest of them that
-    exists is a file, or the system's reason), or None."""
+    """Create ``folder`` and its missing parents; why that failed, or None."""
     for path in (folder, *folder.parents):
         if path.exists():
             if not path.is_dir():
@@ -108,9 +143,8 @@ def create_folder(folder: Path) -> str | None:
 
 
 def unwritable(folder: Path) -> str | None:
-    """Why no file can be made in the existing ``folder`` (``"permission denied"``, or the
-    system's reason), or None: a probe file is written and removed (``os.access`` alone passes
-    for root on a read-only mode)."""
+    """Why no file can be made in the existing ``folder``, or None: a probe file is written and
+    removed (``os.access`` alone passes for root on a read-only mode)."""
     if not os.access(folder, os.W_OK | os.X_OK):
         return "permission denied"
     probe = folder / f".bnnkit-write-probe-{os.getpid()}"

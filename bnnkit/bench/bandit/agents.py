@@ -1,5 +1,4 @@
-"""The bandit's Thompson-sampling agents (one per method) and the pieces they share: the buffer
-and the functional agents' measurement points."""
+"""The bandit's agents (one per method), their buffer and the functional agents' measurement points."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ from torch import Tensor
 from ...core.errors import BnnkitError
 from ...core.random import global_rng_seeded
 from ...nets import mlp
-from ..methods import GP_PRIOR, MOMENTUM, family, sg_algorithm
+from ..methods import GP_PRIOR, MOMENTUM, SG, sg_algorithm
 from .protocol import GREEDY_EPSILON, METHODS
 
 
@@ -39,6 +38,12 @@ class Buffer:
         return self.x[idx], self.y[idx]
 
 
+def _greedy_action(posterior: Any, params: Any, context: Tensor) -> int:
+    """The action whose reward ``posterior``'s network predicts higher at the weights ``params``."""
+    with torch.no_grad():
+        return int(posterior.forward(params, both_actions(context[None])).reshape(-1).argmax())
+
+
 def both_actions(contexts: Tensor) -> Tensor:
     """Inputs ``[2k, D + 2]``: each context with (eat) then with (reject)."""
     k = contexts.shape[0]
@@ -62,12 +67,9 @@ def attribute_blocks(contexts: Tensor) -> list[tuple[int, int]]:
 
 class BothActionPoints:
     """Measurement points for fsgld, both actions at each of ``num_batch`` minibatch contexts and
-    ``num_random`` random mushrooms (every attribute's level drawn uniformly), deduplicated.
-
-    The random mushrooms put the functional prior on contexts the agent has not seen yet, not only
-    on the ones it is fitting; the two actions of one context tie the prediction for the action not
-    taken to the observed one through the kernel.
-    """
+    ``num_random`` random mushrooms (every attribute's level drawn uniformly), deduplicated: the
+    random mushrooms put the prior on contexts not seen yet, and the two actions of one context
+    tie the action not taken to the observed one through the kernel."""
 
     def __init__(self, blocks: list[tuple[int, int]], num_batch: int = 16, num_random: int = 16):
         self.blocks = blocks
@@ -96,16 +98,14 @@ class BothActionPoints:
 class _SGMCMCAgent:
     """Thompson sampling with the current state of an SG-MCMC chain ((f)SGLD, (f)SGHMC).
 
-    ``algorithm(n)`` is the algorithm at buffer size ``n``; it is rebuilt whenever ``n`` changes
-    (its step may depend on ``n``), and the chain's state carries over.  A state with an
-    ``adapting`` flag (scale-adapted SGHMC) has it set after ``init`` and never cleared, so the
-    kernel keeps estimating its mass online (the target moves with every interaction: there is no
-    end of warm-up to freeze it at).
+    ``algorithm(n)`` is the algorithm at buffer size ``n``, rebuilt whenever ``n`` changes (its
+    step may depend on it); the chain's state carries over.  A state's ``adapting`` flag (scale-
+    adapted SGHMC) is set after ``init`` and never cleared: the target moves with every
+    interaction, so there is no end of warm-up to freeze the mass at.
     """
 
     def __init__(self, posterior: Any, algorithm: Callable[[int], Any], x0: Tensor):
-        # the posterior at the buffer's current size: the data size N of the N/M scaling is fixed
-        # per posterior, so update() takes posterior.with_num_data(n) (and its target) as n grows
+        # N of the N/M scaling is fixed per posterior: update() swaps it as n grows
         self.posterior = posterior
         self.target = posterior.target()
         self.algorithm = algorithm
@@ -133,10 +133,7 @@ class _SGMCMCAgent:
         return self.x0 if self.state is None else self.state.position
 
     def act(self, context: Tensor, gen: torch.Generator) -> int:
-        with torch.no_grad():
-            w = self.position()
-            f = self.posterior.forward(self.posterior.split(w)[0], both_actions(context[None]))
-        return int(f.reshape(-1).argmax())
+        return _greedy_action(self.posterior, self.posterior.split(self.position())[0], context)
 
     def finite(self) -> bool:
         return bool(torch.isfinite(self.position()).all())
@@ -172,23 +169,16 @@ class _BBBAgent:
             self.opt.step()
 
     def act(self, context: Tensor, gen: torch.Generator) -> int:
-        w = self.q.sample(1, gen)[0]
-        with torch.no_grad():
-            f = self.posterior.forward(self.posterior.split(w)[0], both_actions(context[None]))
-        return int(f.reshape(-1).argmax())
+        return _greedy_action(self.posterior, self.posterior.split(self.q.sample(1, gen)[0])[0], context)
 
     def finite(self) -> bool:
         return bool(torch.isfinite(self.q.mu).all() and torch.isfinite(self.q.rho).all())
 
 
 class _FBNNAgent(_BBBAgent):
-    """Thompson sampling with one weight draw from FBNN's mean-field q, trained online.
-
-    Each update is a step of the functional ELBO (:meth:`~bnnkit.vi.FBNN.terms`) on a buffer
-    minibatch with the fsgld agent's GP prior at its measurement points (both actions of the
-    minibatch's and random mushrooms), the same learning rate, number of updates and initial q
-    as bbb.
-    """
+    """Thompson sampling with one weight draw from FBNN's mean-field q, trained online: each update
+    a step of the functional ELBO (:meth:`~bnnkit.vi.FBNN.terms`) with the fsgld agent's GP prior
+    and measurement points, bbb's learning rate, number of updates and initial q."""
 
     def __init__(self, posterior: Any, cfg: dict):
         from ...vi.fbnn import FBNN
@@ -241,14 +231,10 @@ class _GreedyAgent:
 
 
 class _LaplaceAgent(_GreedyAgent):
-    """Thompson sampling from a last-layer Laplace posterior around the greedy agent's network.
-
-    The network is trained as greedy0's (Adam on the squared error); every ``laplace_every``
-    interactions a :class:`~bnnkit.Laplace` (last layer, full GGN, the bandit's noise and weight
-    prior, no evidence tuning: a refit must stay cheap) is fitted around its current weights on
-    the whole buffer, and each action uses one draw of the last layer from it (the chain's
-    generator), the rest of the network at its trained weights.
-    """
+    """Thompson sampling from a last-layer Laplace posterior around greedy0's network: every
+    ``laplace_every`` interactions a :class:`~bnnkit.Laplace` (last layer, full GGN, no evidence
+    tuning: a refit must stay cheap) is fitted around its weights on the whole buffer; each action
+    uses one draw of the last layer from it."""
 
     def __init__(self, posterior: Any, net: torch.nn.Module, cfg: dict):
         super().__init__(net, 0.0, cfg)
@@ -270,22 +256,14 @@ class _LaplaceAgent(_GreedyAgent):
     def act(self, context: Tensor, gen: torch.Generator) -> int:
         if self.draw is None:  # before the first interaction: the untrained network
             return super().act(context, gen)
-        with torch.no_grad():
-            f = self.posterior.forward(self.draw(0, gen), both_actions(context[None]))
-        return int(f.reshape(-1).argmax())
+        return _greedy_action(self.posterior, self.draw(0, gen), context)
 
 
 class _FitAgent:
-    """Thompson sampling from :func:`bnnkit.fit` with its defaults (the default sampler recipe), as a
-    user with a batch method would run it: refitted on the whole buffer after ``default_first_fit``
-    interactions and again each time their number doubles; each action is argmax of one posterior
-    draw's predicted rewards (:meth:`~bnnkit.api.Fit.sample_functions`, the agent's generator).
-
-    The recipe is a batch fit (a MAP phase, then 4 chains), so refitting at every interaction, as
-    the online agents update, would cost thousands of fits; the doubling keeps it to about
-    ``log2(steps / default_first_fit)`` while the fit sees all the data at each one.  Before the
-    first fit it acts greedily with the untrained network.
-    """
+    """Thompson sampling from :func:`bnnkit.fit` with its defaults, refitted on the whole buffer
+    after ``default_first_fit`` interactions and again each time their number doubles (a batch
+    fit at every interaction would cost thousands of fits); each action is the argmax of one
+    draw's predicted rewards.  Before the first fit it acts greedily with the untrained network."""
 
     def __init__(self, net: torch.nn.Module, cfg: dict):
         self.net = net
@@ -384,7 +362,7 @@ def make_agent(method: str, d: int, cfg: dict, seed: int, blocks: list[tuple[int
         return _LaplaceAgent(Posterior(net, lik, prior), net, cfg)
     if method == "bbb":
         return _BBBAgent(Posterior(net, lik, prior, num_data=1), cfg)
-    if family(method) == "sg":
+    if method in SG:
         post = Posterior(net, lik, prior, num_data=1)
         return _sg_agent(method, post, cfg, cfg["sgld_lr"], cfg["sgld_max_step"])
     if method in GP_PRIOR:

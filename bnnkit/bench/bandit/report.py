@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from ..records import pyplot, save_figure
 from .protocol import GREEDY_EPSILON, RUNS_FILE
 
 
@@ -18,13 +19,10 @@ def _fmt_list(values: Sequence[Any]) -> str:
     return ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in values)
 
 
-def _curve_index(steps: int, points: int) -> list[int]:
+def curve_index(steps: int, points: int) -> list[int]:
     """Interaction counts (1-based) at which the JSON keeps the cumulative regret; ends at ``steps``."""
     k = max(1, min(points, steps))
     return sorted({max(1, round(steps * (j + 1) / k)) for j in range(k)})
-
-
-curve_index = _curve_index  # the public name (experiments/ and benchmarks/ use it)
 
 
 def _mean_sd(values: Sequence[float]) -> tuple[float, float | None]:
@@ -215,15 +213,12 @@ COLOURS = {
 }
 
 
-def _plot(path: Path, p: float, curves: dict[str, list[list[float]]], grid: list[int], seeds, cmd) -> None:
+def plot_regret_curves(
+    path: Path, p: float, curves: dict[str, list[list[float]]], grid: list[int], seeds, cmd
+) -> None:
     """Mean cumulative expected regret over seeds with a min-max band, one line per method that
     has runs; ``curves[m]`` holds one curve per seed at the interaction counts ``grid``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = pyplot().subplots(figsize=(7, 4.5))
     x = torch.tensor([0, *grid]).numpy()  # no regret before the first interaction
     for m, runs in curves.items():
         if not runs:
@@ -247,9 +242,4 @@ def _plot(path: Path, p: float, curves: dict[str, list[list[float]]], grid: list
     ax.legend(fontsize=8, loc="upper left", title="method (final mean; dashed: greedy)", title_fontsize=8)
     ax.grid(alpha=0.3)
     fig.text(0.01, 0.005, cmd, fontsize=6, color="grey")
-    fig.tight_layout(rect=(0, 0.02, 1, 1))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-plot_regret_curves = _plot  # the public name (experiments/ and benchmarks/ use it)
+    save_figure(fig, path, 110, rect=(0, 0.02, 1, 1))

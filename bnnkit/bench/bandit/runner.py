@@ -3,7 +3,6 @@ which writes a record per finished run and the report."""
 
 from __future__ import annotations
 
-import csv
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -12,10 +11,12 @@ from typing import Any
 
 import torch
 from torch import Tensor
+from tqdm.auto import tqdm
 
 from ...core.errors import BnnkitError
 from ...core.random import make_generator
-from ..records import append_record, output_folder, read_records, start_records
+from ..methods import canonical_methods
+from ..records import append_record, output_folder, read_records, reopen_records, write_report_files
 from .agents import Buffer, attribute_blocks, make_agent
 from .protocol import (
     DEFAULTS,
@@ -38,8 +39,9 @@ from .protocol import (
     plain_config,
     realised_rewards,
 )
-from .records import public_record, same_run
-from .report import Command, _curve_index, _fmt_list, _plot, _report
+from .report import Command, _fmt_list, _report, curve_index, plot_regret_curves
+
+_BAR = dict(unit="step", mininterval=0.5, dynamic_ncols=True, leave=False)  # a run's progress bar
 
 
 # ---------------------------------------------------------------------------- one run
@@ -63,7 +65,7 @@ def play(
     rewards = torch.empty(steps, dtype=torch.float64)
     eat_row, rej_row = torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0])
     scale = cfg["reward_scale"]
-    bar = _bar(steps, f"{method} p={p:g} seed {seed}", progress)
+    bar = tqdm(total=steps, desc=f"{method} p={p:g} seed {seed}", disable=not progress, **_BAR)
     t0 = time.perf_counter()
     for t in range(steps):
         if buf.size:
@@ -78,13 +80,11 @@ def play(
             r = REJECT_REWARD
         actions[t], rewards[t] = a, r
         buf.add(torch.cat([ctx, eat_row if a == EAT else rej_row]), r * scale)
-        if bar is not None:
-            bar.update(1)
+        bar.update(1)
         if (t + 1) % 500 == 0 or t + 1 == steps:
             _check_finite(agent, method, p, seed, t + 1)
     seconds = time.perf_counter() - t0
-    if bar is not None:
-        bar.close()
+    bar.close()
     ed = edible[idx]
     assert torch.equal(rewards, realised_rewards(ed, actions, u < p))  # the inline rule is the documented one
     oracle = torch.where(ed, torch.tensor(EDIBLE_REWARD), torch.tensor(REJECT_REWARD)).double()
@@ -112,9 +112,7 @@ def _check_finite(agent: Any, method: str, p: float, seed: int, t: int) -> None:
 def _check_inputs(methods, patterns, seeds, steps) -> None:
     if not methods:
         raise BnnkitError(f"no methods given; choose from {', '.join(METHODS)}.")
-    for m in methods:
-        if m not in METHODS:
-            raise BnnkitError(f"unknown method {m!r}; choose from {', '.join(METHODS)}.")
+    canonical_methods(methods, METHODS)
     if not patterns:
         raise BnnkitError("no reward patterns given; the paper's are p = 0.4, 0.5, 0.6.")
     for p in patterns:
@@ -134,7 +132,7 @@ def _check_inputs(methods, patterns, seeds, steps) -> None:
 
 def split_values(values: Any, kind: type, name: str) -> list[Any]:
     """A sequence, or a comma-separated string (as on the command line), as a list; strings are
-    converted to ``kind`` and integer patterns to floats (types are checked by ``_check_inputs``)."""
+    converted to ``kind`` and integer patterns to floats; a repeat is refused."""
     if isinstance(values, str):
         values = [v.strip() for v in values.split(",") if v.strip()]
     out = []
@@ -177,33 +175,16 @@ def run_bandit(
 ) -> dict[str, Any]:
     """Run the Mushroom bandit for every method, pattern and seed; write PNGs, JSON, CSV, markdown.
 
-    Args:
-        methods: any of ``sgld, fsgld, bbb, greedy0, greedy1, greedy5, sghmc, fsghmc, fbnn`` (all by default).
-        patterns: probabilities ``p`` that eating a poisonous mushroom gives -35 (default the
-            paper's 0.4, 0.5, 0.6; quick mode: 0.5 only).
-        seeds: one run per seed (default 0, 1, 2; quick mode: 0, 1).
-        steps: interactions per run (default 10,000, the paper's; quick mode: 300).
-        out: output folder.
-        root: data directory holding ``mushroom/agaricus-lepiota.data`` (default: ``$BNNKIT_DATA``
-            or the user cache).
-        quick: a smoke test: 20 hidden units and the quick defaults above (explicit ``patterns``,
-            ``seeds`` and ``steps`` are honoured).
-        progress: a progress bar per run.
-        log: receives one line per finished run.
-        config: overrides of :data:`DEFAULTS` (learning rates, noise, GP hyperparameters, ...);
-            anything that differs from the defaults is written into the report.
-        resume: reuse the runs already in ``out/bandit_runs.jsonl`` that match a requested
-            method, pattern and seed with the same number of interactions and configuration, and
-            play only the others.  Every finished run is appended to that file as it finishes, so
-            a stopped command loses only the run in progress.
-        from_runs: play nothing; build the report from the runs in this ``bandit_runs.jsonl``
-            (e.g. several files of separate commands, concatenated) that match the arguments.
-            A requested run missing from it is left out and said so: the table marks cells with
-            fewer seeds than asked (``n = k``) and ``-`` where none is there.
-
-    Returns the JSON report (also written to ``out/bandit.json``).  The command line it names,
-    e.g. ``bnnkit bench bandit --methods sgld,... --patterns 0.4,0.5,0.6 --seeds 0,1,2 --steps
-    10000``, reproduces every number (with the default config).
+    ``methods`` of :data:`METHODS` (all by default); ``patterns``: the probabilities ``p`` that
+    eating a poisonous mushroom gives -35 (default 0.4, 0.5, 0.6; quick: 0.5); one run per seed of
+    ``seeds`` (default 0, 1, 2; quick: 0, 1); ``steps`` interactions per run (default 10,000;
+    quick: 300).  ``root`` holds ``mushroom/agaricus-lepiota.data``; ``quick`` is a smoke test (20
+    hidden units); ``config`` overrides :data:`DEFAULTS` (written into the report).  Every finished
+    run is appended to ``out/bandit_runs.jsonl``: ``resume`` reuses the runs there of a requested
+    method, pattern and seed with the same steps and configuration and plays the others;
+    ``from_runs`` plays nothing and builds the report from such a file (a missing run is left out:
+    ``n = k`` marks a cell with fewer seeds, ``-`` one with none).  Returns the JSON report, whose
+    command line reproduces every number (with the default config).
     """
     from ...data.mushroom import load_mushroom
 
@@ -255,7 +236,7 @@ def _command(methods, patterns, seeds, steps, quick: bool, config: dict[str, Any
             raise BnnkitError(f"unknown config key {k!r}; keys are: {', '.join(DEFAULTS)}.")
     cfg = plain_config(quick, overrides)
     line = command_line(methods, patterns, seeds, steps, quick)
-    grid = _curve_index(steps, cfg["curve_points"])
+    grid = curve_index(steps, cfg["curve_points"])
     return Command(methods, patterns, seeds, steps, quick, cfg, overrides, line, grid)
 
 
@@ -264,18 +245,13 @@ def _stored_runs(
 ) -> list[dict[str, Any]]:
     """The records a command reuses: all of ``source`` when it rebuilds the report, those already
     in ``runs_path`` when it resumes; otherwise none, and ``runs_path`` starts afresh."""
-    if rebuild:
-        if not source.is_file():
-            raise BnnkitError(
-                f"{source} does not exist; pass the {RUNS_FILE} that a `bnnkit bench bandit` run wrote."
-            )
-        return read_records(source, log)
-    if resume and runs_path.is_file():
-        stored = read_records(runs_path, log)
-        runs_path.write_text("".join(json.dumps(r) + "\n" for r in stored))  # drop a line cut short
-        return stored
-    start_records(runs_path, log)
-    return []
+    if not rebuild:
+        return reopen_records(runs_path, resume, log)
+    if not source.is_file():
+        raise BnnkitError(
+            f"{source} does not exist; pass the {RUNS_FILE} that a `bnnkit bench bandit` run wrote."
+        )
+    return read_records(source, log)
 
 
 def _play_all(
@@ -346,25 +322,34 @@ def _run_row(method: str, p: float, seed: int, command: Command, res: dict[str, 
 
 
 def _write_report(out: Path, report: dict[str, Any], runs: list[dict[str, Any]], command: Command) -> None:
-    """``bandit.json``, ``bandit.csv``, ``bandit.md`` and a plot per pattern in ``out``."""
-    (out / "bandit.json").write_text(json.dumps(report, indent=2, default=float))
-    with (out / "bandit.csv").open("w", newline="") as f:
-        rows = [{k: v for k, v in r.items() if k != "curve"} for r in runs]
-        # records may carry keys of their own (e.g. a `note`): every key gets a column
-        w = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in rows for k in r)), restval="")
-        w.writeheader()
-        w.writerows(rows)
-    (out / "bandit.md").write_text(report["markdown"])
+    """``bandit.json``, ``bandit.csv`` (records may carry keys of their own, e.g. a ``note``: each
+    gets a column), ``bandit.md`` and a plot per pattern in ``out``."""
+    rows = [{k: v for k, v in r.items() if k != "curve"} for r in runs]
+    write_report_files(out, "bandit", report, rows, report["markdown"])
     for p in command.patterns:
         runs_at = {
             m: [r["curve"] for r in runs if r["method"] == m and r["pattern"] == p] for m in command.methods
         }
-        _plot(out / f"bandit_p{p:g}.png", p, runs_at, command.grid, command.seeds, command.line)
+        plot_regret_curves(out / f"bandit_p{p:g}.png", p, runs_at, command.grid, command.seeds, command.line)
 
 
-def _bar(total: int, desc: str, progress: bool):
-    if not progress:
-        return None
-    from tqdm.auto import tqdm
+def same_run(
+    r: dict[str, Any], method: str, p: float, seed: int, steps: int, cfg: dict[str, Any], base: dict[str, Any]
+) -> bool:
+    """Whether the record ``r`` is the run this command plays for ``(method, p, seed)``.
 
-    return tqdm(total=total, desc=desc, unit="step", mininterval=0.5, dynamic_ncols=True, leave=False)
+    A record written before a key joined :data:`DEFAULTS` lacks that key; it is read with the key's
+    default (``base``), since a new key's default keeps the earlier behaviour.  A key the record has
+    and the configuration does not (one since removed) never matches, nor does a record of another
+    protocol version (:data:`~bnnkit.bench.bandit.protocol.PROTOCOL`; none: version 1).
+    """
+    stored = r.get("config")
+    if not isinstance(stored, dict) or r.get("protocol", 1) != PROTOCOL:
+        return False
+    key = (r.get("method"), r.get("pattern"), r.get("seed"), r.get("steps"))
+    return key == (method, p, seed, steps) and {**base, **stored} == cfg
+
+
+def public_record(record: dict[str, Any]) -> dict[str, Any]:
+    """A run as the report holds it: the record less its configuration (the report has one)."""
+    return {k: v for k, v in record.items() if k not in ("config", "protocol", "bnnkit_version")}

@@ -7,11 +7,8 @@ built in a generator forked from seed ``seed + split``.  The fitted baselines (l
 ensemble, bbb) take as their fixed noise (laplace: its start) the one fit's own GP would give, an
 RBF GP fitted by marginal likelihood to at most 1,000 training rows: the bench fits it once per
 split, with fit's settings, and passes it as ``noise=``.  ``--quick`` is :data:`QUICK`, a smoke
-test of the pipeline (tiny network, short runs, 200 training rows), not results.
-
-The tables of earlier protocols (``--protocol``, ``--tune``, their ladders and methods) are
-reproduced from the commit and command that made them (docs/archive/uci_results_protocols_2_11.md names both); cells of
-another protocol are never resumed or joined with this one's.
+test of the pipeline (tiny network, short runs, 200 training rows), not results.  Earlier
+protocols' tables rebuild at the commits that made them (docs/archive/uci_results_protocols_2_11.md).
 """
 
 from __future__ import annotations
@@ -24,8 +21,7 @@ from typing import Any
 from ...api.methods import METHODS
 from ...api.recipe import DEFAULT_RECIPE, SamplerRecipe
 
-# Written into every cell (key "protocol"); --resume and --from-cells take only cells of it.  12: every
-# method through bnnkit.fit.  Protocol 10's cells of the methods it already ran as fit does count too.
+# Written into every cell (key "protocol"); --resume and --from-cells take only cells of it (or CARRIED).
 PROTOCOL = 13  # 13: the default recipe's weak noise prior and 600-epoch MAP cap (CHANGELOG)
 _BASELINES = frozenset({"ensemble", "mcdropout", "laplace", "bbb"})
 # the methods whose cells an older protocol wrote exactly as this one writes them (same code, same

@@ -1,16 +1,8 @@
-"""The UCI benchmark's records: one JSON line per finished cell (data set, split, method) in
-``uci_cells.jsonl``, and which of them a run may reuse.
-
-A cell carries what its numbers depend on beyond data set, split, method and seed: ``quick`` and
-the protocol (:data:`~bnnkit.bench.uci.protocol.PROTOCOL`).  ``--resume`` and ``--from-cells`` take
-only cells that match the run in both (:func:`same_run`), so cells of two protocols never meet in
-one table.  It carries the kind of its split too (``split_kind``:
-``random``, the layout's index files, or ``gap`` / ``tail``, :mod:`bnnkit.data.splits`; a cell
-without one is ``random``): split 3 of one kind is not split 3 of another, so the kinds never meet
-either.  It also carries a checksum of its split's data
-(``data_sha256``: :func:`files_checksum`, :func:`arrays_checksum`); ``--resume`` refuses cells whose
-data differs from what the split holds now (:func:`check_resumed_data`), and ``--from-cells``
-refuses to join cells of one split computed on different data.
+"""The UCI benchmark's records: one JSON line per finished cell in ``uci_cells.jsonl``, and which
+of them a run may reuse.  A cell carries what its numbers depend on beyond data set, split, method
+and seed (``quick``, the protocol, the kind of split: :func:`same_run`) and a checksum of its
+split's data (``data_sha256``): ``--resume`` and ``--from-cells`` never mix cells of two protocols,
+kinds of split or versions of the data in one table.
 """
 
 from __future__ import annotations
@@ -25,10 +17,8 @@ import numpy as np
 from ...core.errors import BnnkitError
 from ...data.download import sha256
 from ...data.uci import uci_dataset_name
-from ..records import append_record, read_records, start_records
+from ..records import read_records
 from .protocol import CARRIED, PROTOCOL, uses_gp_noise
-
-__all__ = ["append_record", "read_records", "start_records"]
 
 CELLS_FILE = "uci_cells.jsonl"
 # the files by which a folder is known as a UCI bench output (bnnkit.bench.records.output_folder)
@@ -37,9 +27,8 @@ DATA_KEY = "data_sha256"  # a cell's checksum of its split's data
 
 
 def files_checksum(paths: Iterable[Path], digests: dict[Path, str] | None = None) -> str:
-    """SHA-256 over the files ``paths`` (their names and contents, in order): a split's data in
-    the UCI layout.  ``digests`` caches each file's own digest (``data.txt`` is shared by the
-    splits)."""
+    """SHA-256 over the files ``paths`` (names and contents, in order): a split's data in the UCI
+    layout.  ``digests`` caches each file's own digest (``data.txt`` is shared by the splits)."""
     h = hashlib.sha256()
     for path in paths:
         if digests is not None and path in digests:
@@ -155,8 +144,7 @@ def read_cells(
 
 def seconds_total(cell: dict[str, Any]) -> float:
     """What the cell's method costs a user of :func:`bnnkit.fit`: its ``seconds`` plus, for a method
-    that takes the GP's noise, the split's GP fit (``gp_fit_seconds``); a cell written before
-    ``seconds_total`` was recorded gets it computed."""
+    that takes the GP's noise, the split's GP fit (computed for a cell written before it was kept)."""
     if cell.get("seconds_total") is not None:
         return cell["seconds_total"]
     gp = cell.get("gp_fit_seconds") if uses_gp_noise(cell["method"]) else None

@@ -1,13 +1,10 @@
-"""The UCI benchmark's report: the markdown table (the functional SG-MCMC paper's standardised
-numbers and the published original-unit numbers of :mod:`bnnkit.bench.published` beside
-bnnkit's), ``uci.json``, ``uci.csv`` and the ``uci.png`` plot, all made from the cells alone (so a
-stopped run's tables can be rebuilt from its ``uci_cells.jsonl``).
-"""
+"""The UCI benchmark's report, made from the cells alone (a stopped run's tables rebuild from its
+``uci_cells.jsonl``): the markdown table (the paper's standardised numbers and the published
+original-unit ones of :mod:`bnnkit.bench.published` beside bnnkit's), ``uci.json``, ``uci.csv``
+and the ``uci.png`` plot."""
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,6 +12,7 @@ from typing import Any
 
 from ...data.uci import uci_dataset_name
 from ..published import SOURCES, published
+from ..records import pyplot, save_figure, write_report_files
 from .protocol import FULL, QUICK
 from .records import seconds_total
 
@@ -58,29 +56,18 @@ def mean_se(values: Sequence[float]) -> tuple[float, float]:
 
 def write(out: Path, report: dict[str, Any], cells: list[dict[str, Any]]) -> None:
     """``uci.json``, ``uci.csv`` (one row per cell), ``uci.md`` and ``uci.png`` in ``out``."""
-    (out / "uci.json").write_text(json.dumps(report, indent=2, default=float))
-    with (out / "uci.csv").open("w", newline="") as f:
-        keys = list(dict.fromkeys(k for c in cells for k in c))  # cells of older runs may lack a key
-        w = csv.DictWriter(f, fieldnames=keys, restval="")
-        w.writeheader()
-        w.writerows(cells)
-    (out / "uci.md").write_text(report["markdown"])
+    write_report_files(out, "uci", report, cells, report["markdown"])
     _plot(out / "uci.png", report)
 
 
 def _plot(path: Path, report: dict[str, Any]) -> None:
     """RMSE and NLL (standardised) per method, one row per data set: mean +- s.e. over splits,
     the paper's value (where published) as a red cross."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     summary = report["summary"]
     standard = report.get("split_kind", "random") == "random"  # the paper's numbers are of random splits
     # a data set with no finished cell (a stopped run) gets no empty panel
     names = [n for n in summary if any("rmse_std" in v for v in summary[n].values())] or list(summary)
-    fig, axes = plt.subplots(len(names), 2, figsize=(10, 0.5 + 0.42 * len(report["methods"]) * len(names) + 0.8),
+    fig, axes = pyplot().subplots(len(names), 2, figsize=(10, 0.5 + 0.42 * len(report["methods"]) * len(names) + 0.8),
                              squeeze=False)  # fmt: skip
     for row, name in zip(axes, names):
         methods = [m for m in report["methods"] if "rmse_std" in summary[name].get(m, {})]
@@ -102,9 +89,7 @@ def _plot(path: Path, report: dict[str, Any]) -> None:
             ax.set_title(f"{name}: {title} (standardised; lower is better)", fontsize=9)
             ax.grid(axis="x", alpha=0.3)
         row[0].legend(fontsize=7, loc="best")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path, 100)
 
 
 def make_report(
@@ -171,7 +156,8 @@ def _header(
         f"{uci_dataset_name(d)} {sorted({c['split'] for c in cells if c['dataset'] == uci_dataset_name(d)})}"
         for d in datasets
     )
-    return [
+    hidden = (QUICK if quick else FULL).hidden
+    lines = [
         f"# UCI regression ({'quick mode: a smoke test, not results' if quick else 'full protocol'})"
         + ("" if standard else f", {split_kind} splits"),
         "",
@@ -180,41 +166,35 @@ def _header(
         + ("the splits present (see below)." if rebuilt else f"{ran} split(s){span}"),
         "Every row is `bnnkit.fit(net, (x, y), method=M, standardize=False)` with M's defaults "
         "(`bnnkit.api.METHODS`) on the split's rows standardised by their training statistics, net "
-        f"d -> {(QUICK if quick else FULL).hidden} -> {(QUICK if quick else FULL).hidden} -> 1 (tanh); "
-        "ensemble, mcdropout, laplace and bbb take the noise of an RBF GP fitted to the training rows "
-        "(fitted once per split, as fit fits it)."
+        f"d -> {hidden} -> {hidden} -> 1 (tanh); ensemble, mcdropout, laplace and bbb take the noise of an "
+        "RBF GP fitted to the training rows (fitted once per split, as fit fits it)."
         + (
             " Quick mode: 200 training rows, short runs (`bnnkit.bench.uci.protocol.QUICK`)." if quick else ""
         ),
-        *(
-            [
-                "RMSE/NLL in standardised units (the paper's scale) and in original units. Paper: Table 2/3 of",
-                "Wu, Xuan & Lu (mean +- sd over their 10 random splits; their step sizes, thinning and noise",
-                "model are unknown, so a difference may come from protocol, not method).",
-            ]
-            if standard
-            else ["RMSE/NLL in standardised units (the training rows' mean and sd) and in original units."]
-        ),
+    ]
+    if standard:
+        lines += [
+            "RMSE/NLL in standardised units (the paper's scale) and in original units. Paper: Table 2/3 of",
+            "Wu, Xuan & Lu (mean +- sd over their 10 random splits; their step sizes, thinning and noise",
+            "model are unknown, so a difference may come from protocol, not method).",
+        ]
+    else:
+        lines.append("RMSE/NLL in standardised units (the training rows' mean and sd) and in original units.")
+    lines.append(
         "s/split: what `bnnkit.fit(method=M)` costs, the method's seconds plus, for ensemble, mcdropout, "
         "laplace and bbb, the GP fit that gives their noise (fsgld and fsghmc fit their GP prior inside "
-        "fit); the CSV/JSON keep `seconds` and `gp_fit_seconds` apart.",
-        *(
-            [
-                f"Rebuilt from the `uci_cells.jsonl` of this command: the rows average the splits present, {present}."
-            ]
-            if rebuilt
-            else []
-        ),
-        *(
-            [
-                "Coverage: the share of test targets inside the central 95 % predictive interval (a Gaussian "
-                "with the predictive's mean and total variance); 0.95 is calibrated."
-            ]
-            if coverage
-            else []
-        ),
-        "",
-    ]
+        "fit); the CSV/JSON keep `seconds` and `gp_fit_seconds` apart."
+    )
+    if rebuilt:
+        lines.append(
+            f"Rebuilt from the `uci_cells.jsonl` of this command: the rows average the splits present, {present}."
+        )
+    if coverage:
+        lines.append(
+            "Coverage: the share of test targets inside the central 95 % predictive interval (a Gaussian "
+            "with the predictive's mean and total variance); 0.95 is calibrated."
+        )
+    return [*lines, ""]
 
 
 def _table_head(coverage: bool) -> list[str]:

@@ -1,15 +1,10 @@
 """The UCI benchmark's runner: every (data set, split, method) cell of a run, written one JSON line at
-a time as it finishes, then the report.
-
-:func:`run_uci` runs named sets: the nine known ones (checksummed) or any folder in the standard UCI
-layout under ``<root>/uci/<NAME>/``.  :func:`run_uci_arrays` runs the same protocol on arrays held in
-memory.  Both go through :func:`_run_cells`, so their cells, tables and plots are alike.
-"""
+a time as it finishes, then the report; :func:`run_uci` for named sets (the known ones, checksummed,
+or folders in the UCI layout), :func:`run_uci_arrays` for arrays in memory."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -32,35 +27,30 @@ from ...data.uci import (
     uci_num_splits,
 )
 from ..methods import canonical_methods
-from ..records import output_folder
+from ..records import append_record, output_folder, reopen_records
 from .cell import run_cell, split_gp
 from .protocol import DEFAULT_METHODS, FULL, QUICK, uses_gp_noise
 from .records import (
     CELLS_FILE,
     DATA_KEY,
     OUTPUT_MARKS,
-    append_record,
     arrays_checksum,
     check_resumed_data,
     files_checksum,
     read_cells,
-    read_records,
     same_run,
     seconds_total,
     settings,
-    start_records,
 )
 from .report import make_report, write
 
 
 @dataclass(frozen=True)
 class _Source:
-    """Where a data set's splits come from: a UCI-layout folder (:func:`load_uci`) or arrays
-    (:class:`~bnnkit.data.uci.UCIData`).  ``num_splits`` is read when first needed, so a run of
-    known sets needs only the files of the splits it runs.  ``checksum(split)`` is the split's data
-    checksum that its cells carry (``--resume`` compares it); ``where`` names the data in messages;
-    ``kind`` is the kind of split (:data:`~bnnkit.data.splits.SPLIT_KINDS`) and ``dim(split)`` the
-    input dimension a gap or tail split holds out a region of (None for the other kinds)."""
+    """Where a data set's splits come from (a UCI-layout folder or arrays): ``num_splits`` is read
+    when first needed (a run needs only the files of its splits); ``checksum(split)``, the split's
+    data checksum its cells carry; ``where`` names the data in messages; ``kind`` of split and
+    ``dim(split)``, the input dimension a gap or tail split holds out a region of."""
 
     name: str
     num_splits: Callable[[], int]
@@ -139,28 +129,17 @@ def run_uci(
     first_split: int = 0,
     split_kind: str = "random",
 ) -> dict[str, Any]:
-    """Run ``methods`` (names of :data:`bnnkit.api.methods.METHODS`, each cell ``bnnkit.fit`` with
-    its defaults) on ``datasets`` for the first ``splits`` splits; write ``uci.md``, ``uci.csv``,
-    ``uci.json`` and ``uci.png`` (RMSE and NLL per method and data set, the paper's numbers marked).
+    """Run ``methods`` (of :data:`bnnkit.api.methods.METHODS`, each cell ``bnnkit.fit`` with its
+    defaults) on ``datasets`` (known UCI names, checksummed, or the user's own folders
+    ``<root>/uci/<NAME>/`` in the same layout) for splits ``first_split..splits-1`` (split s uses
+    seed ``seed + s``); write ``uci.md``, ``uci.csv``, ``uci.json`` and ``uci.png``.
 
-    ``datasets`` are known UCI names (or aliases), read from ``<root>/uci/<name>/`` with their
-    checksums verified, or names of the user's own folders ``<root>/uci/<NAME>/`` in the same
-    layout (:func:`bnnkit.data.load_uci` says what they must hold).  Published numbers
-    (:mod:`bnnkit.bench.published`) appear beside the known sets' rows only.
-
-    ``first_split`` skips the splits before it, so that one run can take splits 0-3 and another,
-    in parallel, splits 4-9 (split s always uses seed ``seed + s``); ``from_cells`` joins their
-    files: nothing runs, the tables are rebuilt from the ``uci_cells.jsonl`` that a run of the same
-    arguments wrote cell by cell.  With ``resume`` the cells already in ``out/uci_cells.jsonl`` of
-    the same seed, mode and protocol are kept and only the missing ones run.  Every cell carries a
-    checksum of its split's data (``data_sha256``); a resumed cell whose data has changed since is
-    refused before anything runs.  ``out`` must be a new or empty folder or one this bench wrote.
-
-    ``split_kind`` picks the splits: ``"random"``, the layout's own index files, or ``"gap"`` /
-    ``"tail"``, one split per input dimension (:mod:`bnnkit.data.splits`: the middle third of the
-    rows sorted by it held out, or its top and bottom sixths).  Every cell records its kind, and
-    ``resume`` and ``from_cells`` take only cells of the run's kind.  Every cell also reports
-    ``coverage_95``, the share of test targets inside the central 95 % predictive interval.
+    ``from_cells`` runs nothing and rebuilds the tables from a ``uci_cells.jsonl`` of the same
+    arguments (joining runs of different ``first_split``); ``resume`` keeps the cells already in
+    ``out/uci_cells.jsonl`` of the same seed, mode, protocol and kind of split and runs the missing
+    ones, refusing a cell whose data checksum (``data_sha256``) differs from its split's now.
+    ``split_kind``: ``"random"`` (the layout's index files), ``"gap"`` or ``"tail"`` (one split per
+    input dimension, :mod:`bnnkit.data.splits`).
     """
     methods = canonical_methods(methods, METHODS)
     check_split_kind(split_kind)
@@ -217,17 +196,11 @@ def run_uci_arrays(
     test_fraction: float = 0.1,
     split_kind: str = "random",
 ) -> dict[str, Any]:
-    """The UCI benchmark on a regression set held in memory: the report, records, tables and plot
-    that :func:`run_uci` writes for a UCI-layout folder, from ``x`` ``[n, d]`` and ``y`` ``[n]``
-    (numpy arrays, tensors or lists, in original units).
-
-    ``splits`` is a list of ``(train_rows, test_rows)`` index pairs, or a number ``k`` of random
-    splits with ``test_fraction`` of the rows held out, drawn from a generator seeded with ``seed``
-    (:meth:`bnnkit.data.uci.UCIData.from_arrays`).  ``name`` labels the rows and the cells (one per
-    data set: ``resume`` reuses the cells in ``out/uci_cells.jsonl`` of this name; a known set's
-    name is refused).  ``split_kind="gap"`` or ``"tail"`` makes the splits by input dimension
-    (``splits`` is then a number, the most of them to run).  The other arguments are those of
-    :func:`run_uci`.
+    """:func:`run_uci` on a regression set in memory, ``x`` ``[n, d]`` and ``y`` ``[n]`` in original
+    units.  ``splits``: ``(train_rows, test_rows)`` index pairs, or a number of random splits with
+    ``test_fraction`` held out, drawn with ``seed`` (:meth:`~bnnkit.data.uci.UCIData.from_arrays`);
+    with ``split_kind="gap"`` or ``"tail"`` the most splits to run.  ``name`` labels the cells (a
+    known set's name is refused).
 
     Example::
 
@@ -294,16 +267,18 @@ def _run_cells(
     log: Callable[[str], None],
     resume: bool,
 ) -> list[dict[str, Any]]:
-    """Run every missing cell of ``sources`` x splits ``first_split..splits-1`` x ``methods``; each
-    finished cell is appended to ``out/uci_cells.jsonl`` at once, so a stop loses only the cell in
-    progress.  Returns the cells, resumed ones included, in data set, split, method order.
-    The sources are of one kind of split (``source.kind``): cells of another are never resumed."""
+    """Run every missing cell of ``sources`` (of one kind of split) x splits ``first_split..splits-1``
+    x ``methods``, each appended to ``out/uci_cells.jsonl`` as it finishes; returns the cells,
+    resumed ones included, in data set, split, method order."""
     kind = sources[0].kind if sources else "random"
     cells: list[dict[str, Any]] = []
-    partial = out / CELLS_FILE  # one line per finished cell: nothing is lost if a run stops
-    done = _resumed(partial, sources, methods, splits, first_split, quick, seed, kind, log) if resume else {}
-    if not resume or not partial.is_file():
-        start_records(partial, log)
+    partial = out / CELLS_FILE
+
+    def check(kept: list[dict[str, Any]]) -> None:
+        _check_resumed(kept, partial, sources, methods, splits, first_split, quick, seed, kind, log)
+
+    kept = reopen_records(partial, resume, log, check)
+    done = {(c["dataset"], c["split"], c["method"]): c for c in kept if same_run(c, seed, quick, kind)}
     for source in sources:
         available = source.num_splits()
         if splits > available:  # protein has 5 standard splits, the others 20
@@ -362,7 +337,8 @@ def _run_split(
     return out
 
 
-def _resumed(
+def _check_resumed(
+    kept: list[dict[str, Any]],
     partial: Path,
     sources: Sequence[_Source],
     methods: Sequence[str],
@@ -372,12 +348,9 @@ def _resumed(
     seed: int,
     kind: str,
     log: Callable[[str], None],
-) -> dict[tuple, dict[str, Any]]:
-    """The cells of ``partial`` that this run would write, by (data set, split, method); refused
-    (before anything runs) where a split's data has changed since they were computed."""
-    if not partial.is_file():
-        return {}
-    kept = read_records(partial, log)
+) -> None:
+    """Refuse the resumed cells ``kept`` of ``partial`` (before anything runs) where a split's data
+    has changed since they were computed."""
     done = {(c["dataset"], c["split"], c["method"]): c for c in kept if same_run(c, seed, quick, kind)}
     other_kind = sum(c.get("split_kind", "random") != kind for c in kept)
     if other_kind:
@@ -399,8 +372,6 @@ def _resumed(
             f"{partial}: {unchecked} resumed cell(s) carry no data checksum (written by an older bnnkit): "
             "kept without checking that their data is the same"
         )
-    partial.write_text("".join(json.dumps(c) + "\n" for c in kept))  # drop a line cut short
-    return done
 
 
 def _subsample(data: UCISplit, rows: int) -> UCISplit:
