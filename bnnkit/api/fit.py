@@ -62,8 +62,8 @@ def fit(
             ``kernel`` (the GP prior of fsgld / fsghmc, a :func:`~bnnkit.functional.make_kernel` spec;
             default ``"rbf"``), ``box_points`` / ``box_margin`` (fsgld / fsghmc: measurement points
             added uniformly in the inputs' box, widened by ``box_margin`` of its range; default 0),
-            ``gp_optimizer`` (fsgld / fsghmc: ``"adam"`` or ``"lbfgs"``, how the GP prior's
-            hyperparameters are fitted; see :meth:`~bnnkit.functional.GPPrior.fit`).
+            ``gp_points`` (fsgld / fsghmc: at most this many training rows fit the GP prior's
+            hyperparameters; default 1,000).
     """
     # over 80 lines only for the documented arguments above: the body is checks, then one Problem
     t0 = time.perf_counter()

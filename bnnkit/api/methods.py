@@ -23,7 +23,7 @@ from .recipe import DEFAULT_RECIPE, SamplerRecipe, run_recipe
 # optimiser budgets of the fitted baselines: epochs over the training rows, capped in steps
 EPOCHS, MAX_STEPS, LR = 300, 100_000, 1e-2
 NOISE_FLOOR = 0.01  # the fitted baselines' fixed noise sd is never below this (standardised units)
-GP_OPTIONS = frozenset({"kernel", "box_points", "box_margin", "gp_optimizer"})  # fit options of fsgld / fsghmc's GP prior
+GP_OPTIONS = frozenset({"kernel", "box_points", "box_margin", "gp_points"})  # fit options of fsgld / fsghmc's GP prior
 
 
 @dataclass
@@ -87,9 +87,10 @@ def fixed_noise(p: Problem) -> float | None:
     return max(math.sqrt(fitted["noise_variance"]), NOISE_FLOOR)
 
 
-def fitted_gp(p: Problem, kernel: str = "rbf", optimizer: str = "adam") -> tuple[Any, dict]:
-    """A GP (``kernel``, default RBF) fitted by marginal likelihood (300 ``optimizer`` steps) to at
-    most 1,000 training rows (seeded by ``p.seed``), as the UCI bench fits it; and the fit's report."""
+def fitted_gp(p: Problem, kernel: str = "rbf", max_points: int = 1000) -> tuple[Any, dict]:
+    """A GP (``kernel``, default RBF) fitted by marginal likelihood (300 steps) to at most
+    ``max_points`` training rows (seeded by ``p.seed``), as the UCI bench fits it; and the fit's
+    report."""
     from ..functional import GPPrior
 
     gp = GPPrior(kernel, input_dim=int(math.prod(p.x.shape[1:])))
@@ -97,10 +98,9 @@ def fitted_gp(p: Problem, kernel: str = "rbf", optimizer: str = "adam") -> tuple
         p.x.reshape(p.n, -1).cpu(),
         p.y.cpu(),
         num_steps=300,
-        max_points=1000,
+        max_points=max_points,
         generator=torch.Generator().manual_seed(p.seed),
         progress=p.progress,
-        optimizer=optimizer,
     )
     return gp, fitted
 
@@ -133,7 +133,7 @@ def _chains(p: Problem, post: Posterior, sampler: str) -> tuple[Posterior, Any]:
 def _functional(sampler: str) -> Callable[[Problem], tuple[Posterior, Any]]:
     """fSGLD / fSGHMC: the default recipe's warm starts and chains on the functional posterior, a GP
     prior on the network's outputs (``options["kernel"]``, default RBF, fitted by marginal likelihood
-    with ``options["gp_optimizer"]`` (default Adam) to at most 1,000 training rows, in its Vecchia form) at the training inputs (at most 1,000), and
+    to at most ``options["gp_points"]`` (default 1,000) training rows, in its Vecchia form) at the training inputs (at most 1,000), and
     with ``options["box_points"]`` that many points uniform in the inputs' box widened by
     ``options["box_margin"]`` (default 0.25) of its range on each side."""
 
@@ -145,7 +145,10 @@ def _functional(sampler: str) -> Callable[[Problem], tuple[Posterior, Any]]:
                 f"method {sampler!r} through bnnkit.fit is for regression; for classification "
                 "build a FunctionalPosterior with a Categorical likelihood yourself."
             )
-        gp, _ = fitted_gp(p, p.options.get("kernel", "rbf"), p.options.get("gp_optimizer", "adam"))
+        points = p.options.get("gp_points", 1000)
+        if isinstance(points, bool) or not isinstance(points, int) or points < 2:
+            raise BnnkitError(f"gp_points must be an integer >= 2 (rows of the GP prior's fit), got {points!r}.")
+        gp, _ = fitted_gp(p, p.options.get("kernel", "rbf"), points)
         box = int(p.options.get("box_points", 0))
         meas: Any
         if box:  # and points uniform in the box around the inputs, where the data say nothing

@@ -350,6 +350,15 @@ def test_the_gp_prior_kernel_is_an_option_of_the_functional_methods_only():
         bnnkit.fit(_net(), (x, y), method="ensemble", kernel="rbf")
 
 
+def test_gp_points_caps_the_rows_of_the_gp_prior_fit():
+    x, y = _data(n=40)
+    f = _fit((x, y), method="fsgld", gp_points=25)
+    assert f.posterior.gp.fitted["num_points"] == 25
+    for bad in (1, 2.5, True):
+        with pytest.raises(BnnkitError, match="gp_points must be an integer"):
+            _fit((x, y), method="fsgld", gp_points=bad)
+
+
 def test_box_points_add_measurement_points_around_the_inputs():
     x, y = _data(n=40)
     f = _fit((x, y), method="fsghmc", box_points=20, box_margin=0.5)

@@ -366,32 +366,6 @@ def test_fit_subsamples_reproducibly_and_shows_progress(capsys):
         GPPrior("rbf", input_dim=2).fit(x, y, progress=False)
 
 
-def test_lbfgs_fit_reaches_the_marginal_likelihood_optimum():
-    """``optimizer="lbfgs"`` runs to a stationary point: its loss is at most the Adam fit's and the
-    true hyperparameters', the gradient there is near zero, and it recovers the truth as well."""
-    x, y, k_true = draw_gp(200, 0.6, 1.5, 0.05, seed=0)
-    adam = GPPrior("rbf").fit(x, y, num_steps=200, lr=0.1, progress=False)
-    gp = GPPrior("rbf")
-    fitted = gp.fit(x, y, num_steps=300, progress=False, optimizer="lbfgs")
-    assert fitted["loss"] <= adam["loss"] + 1e-9, (fitted["loss"], adam["loss"])
-    for name, true in (("lengthscale", 0.6), ("outputscale", 1.5), ("noise_variance", 0.05)):
-        assert fitted[name] == pytest.approx(true, rel=0.3), name
-    # stationarity: the marginal likelihood's gradient in log-hyperparameters vanishes at the fit
-    log_hp = torch.tensor(
-        [fitted["lengthscale"], fitted["outputscale"], fitted["noise_variance"]], dtype=F64
-    ).log().requires_grad_(True)
-    ls, os_, nv = log_hp.exp()
-    d2 = torch.cdist(x, x).square()
-    k = os_ * torch.exp(-0.5 * d2 / ls**2) + nv * torch.eye(200, dtype=F64)
-    yc = y - y.mean()
-    loss = -torch.distributions.MultivariateNormal(torch.zeros(200, dtype=F64), k).log_prob(yc) / 200
-    assert float(loss) == pytest.approx(fitted["loss"], abs=1e-6)
-    (grad,) = torch.autograd.grad(loss, log_hp)
-    assert float(grad.abs().max()) < 1e-4, grad
-    with pytest.raises(BnnkitError, match="optimizer must be"):
-        GPPrior("rbf").fit(x, y, optimizer="sgd", progress=False)
-
-
 def test_fit_on_a_subset_keeps_the_start_that_predicts_unseen_rows_best(monkeypatch):
     """With ``max_points`` rows left over, a second fit starts from the median distance; the fit
     with the lower predictive NLL on those rows is kept (checked against gpytorch's predictive)."""
