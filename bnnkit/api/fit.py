@@ -63,7 +63,7 @@ def fit(
             default ``"rbf"``), ``box_points`` / ``box_margin`` (fsgld / fsghmc: measurement points
             added uniformly in the inputs' box, widened by ``box_margin`` of its range; default 0),
             ``gp_points`` (fsgld / fsghmc: at most this many training rows fit the GP prior's
-            hyperparameters; default 1,000).
+            hyperparameters; default 500).
     """
     # over 80 lines only for the documented arguments above: the body is checks, then one Problem
     t0 = time.perf_counter()
