@@ -32,6 +32,20 @@ def splits_of(name: str, kind: str, root: str) -> UCIData:
     return UCIData.from_arrays(x, y, split_rows(x, kind), name=name)
 
 
+def groups(datasets: str, kinds: str, root: str):
+    """``(splits, kind)`` for every set of the comma-separated ``datasets`` and kind of ``kinds``."""
+    for name in datasets.split(","):
+        for kind in kinds.split(","):
+            yield splits_of(uci_dataset_name(name), kind, root), kind
+
+
+def emit(row: dict, path: str) -> None:
+    """Print ``row`` and append it to the JSON-lines file ``path``."""
+    print(json.dumps(row), flush=True)
+    with open(path, "a") as f:
+        f.write(json.dumps(row) + "\n")
+
+
 # named variants of the functional prior: fit options beyond the kernel
 VARIANTS = {
     # the training inputs (at most 1,000) and 250 points uniform in their box widened by a quarter
@@ -73,17 +87,12 @@ def main() -> None:
     p.add_argument("--out", required=True)
     a = p.parse_args()
     torch.set_num_threads(a.threads)
-    for name in a.datasets.split(","):
-        for kind in a.kinds.split(","):
-            data = splits_of(uci_dataset_name(name), kind, a.data)
-            splits = range(data.num_splits) if a.splits is None else map(int, a.splits.split(","))
-            for split in splits:
-                for method in a.methods.split(","):
-                    for kernel in a.kernels.split(","):
-                        row = run(data, kind, split, method, kernel)
-                        print(json.dumps(row), flush=True)
-                        with open(a.out, "a") as f:
-                            f.write(json.dumps(row) + "\n")
+    for data, kind in groups(a.datasets, a.kinds, a.data):
+        splits = range(data.num_splits) if a.splits is None else map(int, a.splits.split(","))
+        for split in splits:
+            for method in a.methods.split(","):
+                for kernel in a.kernels.split(","):
+                    emit(run(data, kind, split, method, kernel), a.out)
 
 
 if __name__ == "__main__":

@@ -11,14 +11,12 @@ the lengthscales.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 import torch
 
-from bnnkit.data.uci import uci_dataset_name
 from bnnkit.functional import GPPrior
-from experiments.functional_kernel import splits_of
+from experiments.functional_kernel import emit, groups
 
 
 def fit_once(x: torch.Tensor, y: torch.Tensor, split: int, max_points: int) -> dict:
@@ -43,17 +41,12 @@ def main() -> None:
     p.add_argument("--out", required=True)
     a = p.parse_args()
     torch.set_num_threads(a.threads)
-    for name in a.datasets.split(","):
-        for kind in a.kinds.split(","):
-            data = splits_of(uci_dataset_name(name), kind, a.data)
-            for split in range(min(data.num_splits, a.splits or data.num_splits)):
-                s = data.split(split)
-                for max_points in (1000, 500):
-                    row = {"dataset": data.name, "split_kind": kind, "split": split,
-                           **fit_once(s.x_train, s.y_train, split, max_points)}  # fmt: skip
-                    print(json.dumps(row), flush=True)
-                    with open(a.out, "a") as f:
-                        f.write(json.dumps(row) + "\n")
+    for data, kind in groups(a.datasets, a.kinds, a.data):
+        for split in range(min(data.num_splits, a.splits or data.num_splits)):
+            s = data.split(split)
+            for max_points in (1000, 500):
+                emit({"dataset": data.name, "split_kind": kind, "split": split,
+                      **fit_once(s.x_train, s.y_train, split, max_points)}, a.out)  # fmt: skip
 
 
 if __name__ == "__main__":
