@@ -25,9 +25,9 @@ EPOCHS, MAX_STEPS, LR = 300, 100_000, 1e-2
 NOISE_FLOOR = 0.01  # the fitted baselines' fixed noise sd is never below this (standardised units)
 # fit options of fsgld / fsghmc's GP prior
 GP_OPTIONS = frozenset({"kernel", "box_points", "box_margin", "gp_points"})
-# rows of the GP prior's fit: 500 rather than 1,000 cut its seconds about 6x and moved the median
-# held-out NLL by at most 0.003 nats (chosen on concrete's gap / tail splits, confirmed on wine's:
-# docs/results/gap_tail.md, "A cheaper prior fit")
+# rows of the GP prior's fit: 500 rather than 1,000 cut wine's fit 5x (O(n^3) a step) and moved
+# the median held-out NLL by at most 0.003 nats (chosen on concrete's gap / tail splits, confirmed
+# on wine's: docs/results/gap_tail.md, "A cheaper prior fit")
 GP_POINTS = 500
 
 
