@@ -169,7 +169,9 @@ class _BBBAgent:
             self.opt.step()
 
     def act(self, context: Tensor, gen: torch.Generator) -> int:
-        return _greedy_action(self.posterior, self.posterior.split(self.q.sample(1, gen)[0])[0], context)
+        with torch.no_grad():  # one draw of q, no graph through its parameters
+            w = self.q.sample(1, gen)[0]
+        return _greedy_action(self.posterior, self.posterior.split(w)[0], context)
 
     def finite(self) -> bool:
         return bool(torch.isfinite(self.q.mu).all() and torch.isfinite(self.q.rho).all())
