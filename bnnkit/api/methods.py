@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..core.errors import BnnkitError
+from ..core.errors import BnnkitError, check_int_at_least
 from ..core.posterior import Posterior
 from ..likelihoods import Gaussian
 from ..priors import GaussianPrior
@@ -152,10 +152,7 @@ def _functional(sampler: str) -> Callable[[Problem], tuple[Posterior, Any]]:
                 "build a FunctionalPosterior with a Categorical likelihood yourself."
             )
         points = p.options.get("gp_points", GP_POINTS)
-        if isinstance(points, bool) or not isinstance(points, int) or points < 2:
-            raise BnnkitError(
-                f"gp_points must be an integer >= 2 (rows of the GP prior's fit), got {points!r}."
-            )
+        check_int_at_least("gp_points", points, 2)
         gp, _ = fitted_gp(p, p.options.get("kernel", "rbf"), points)
         box = int(p.options.get("box_points", 0))
         meas: Any
