@@ -274,11 +274,15 @@ def _run_cells(
     cells: list[dict[str, Any]] = []
     partial = out / CELLS_FILE
 
-    def check(kept: list[dict[str, Any]]) -> None:
-        _check_resumed(kept, partial, sources, methods, splits, first_split, quick, seed, kind, log)
+    done: dict[tuple, dict[str, Any]] = {}  # the resumed cells of this run, by (set, split, method)
 
-    kept = reopen_records(partial, resume, log, check)
-    done = {(c["dataset"], c["split"], c["method"]): c for c in kept if same_run(c, seed, quick, kind)}
+    def check(kept: list[dict[str, Any]]) -> None:  # before reopen_records rewrites the file
+        done.update(
+            ((c["dataset"], c["split"], c["method"]), c) for c in kept if same_run(c, seed, quick, kind)
+        )
+        _check_resumed(kept, done, partial, sources, methods, splits, first_split, kind, log)
+
+    reopen_records(partial, resume, log, check)
     for source in sources:
         available = source.num_splits()
         if splits > available:  # protein has 5 standard splits, the others 20
@@ -339,19 +343,17 @@ def _run_split(
 
 def _check_resumed(
     kept: list[dict[str, Any]],
+    done: dict[tuple, dict[str, Any]],
     partial: Path,
     sources: Sequence[_Source],
     methods: Sequence[str],
     splits: int,
     first_split: int,
-    quick: bool,
-    seed: int,
     kind: str,
     log: Callable[[str], None],
 ) -> None:
-    """Refuse the resumed cells ``kept`` of ``partial`` (before anything runs) where a split's data
-    has changed since they were computed."""
-    done = {(c["dataset"], c["split"], c["method"]): c for c in kept if same_run(c, seed, quick, kind)}
+    """Refuse the resumed cells ``done`` (of ``kept``, the cells of ``partial``) before anything
+    runs where a split's data has changed since they were computed."""
     other_kind = sum(c.get("split_kind", "random") != kind for c in kept)
     if other_kind:
         log(
