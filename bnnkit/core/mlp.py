@@ -266,21 +266,59 @@ class StackedMLP:
         return ll.detach() + lp, grad.add_(prior_grad)
 
     def value_and_grad(
-        self, x: Tensor, batch: Batch, chain_batched: bool, num_data: int | None
+        self,
+        x: Tensor,
+        batch: Batch,
+        chain_batched: bool,
+        num_data: int | None,
+        shared_rows: tuple[Tensor, Callable[[Tensor], tuple[Tensor, Tensor]]] | None = None,
     ) -> tuple[Tensor, Tensor]:
         """Log density and gradient at ``K`` positions ``x [K, D]``; ``num_data`` N scales a
-        minibatch of M rows by N/M (None: no scaling)."""
+        minibatch of M rows by N/M (None: no scaling).
+
+        ``shared_rows = (rows [P, in], term)``: the network also runs on ``rows`` (the same for
+        every chain) in the same pass, and ``term(f [K, P, out]) -> (value [K], cotangent)`` adds
+        its value and its cotangent to the backward pass: a functional prior's
+        ``log N(f_M; m, K)`` and ``-K^-1 (f_M - m)`` (:mod:`bnnkit.functional.posterior`)."""
         inputs, targets = batch
         k, m = x.shape[0], inputs.shape[-2]
         if not chain_batched:  # every chain sees the same rows
             inputs = inputs.expand(k, *inputs.shape)
             targets = targets.expand(k, *targets.shape)
+        inputs = inputs.to(x.dtype)
+        if shared_rows is not None:
+            rows = shared_rows[0].to(x.dtype)
+            inputs = torch.cat([inputs, rows.expand(k, *rows.shape)], 1)
         weights, biases = _CHAINS.params(x, self.layers)
         hidden: list[Tensor] = []
-        out = forward(inputs.to(x.dtype), zip(weights, biases, self.acts), _CHAINS.linear, hidden)
+        out = forward(inputs, zip(weights, biases, self.acts), _CHAINS.linear, hidden)
         scale = 1.0 if num_data is None else num_data / m
+        value, g, grad = self._output_grad(x, out[:, :m], targets, scale)
+        if shared_rows is not None:
+            more, cotangent = shared_rows[1](out[:, m:])
+            value = value + more.to(value.dtype)
+            g = torch.cat([g, cotangent.to(g.dtype)], 1)
+        backward(g, hidden, weights, self.act_backwards, *_CHAINS.params(grad, self.layers), _CHAINS)
+        return value, grad
+
+    def _output_grad(
+        self, x: Tensor, out: Tensor, targets: Tensor, scale: float
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """The log density at ``K`` positions given the outputs ``out [K, M, out]``, its gradient
+        with respect to ``out``, and the position's gradient without the network's backward
+        pass (the prior's, and the extras' where the likelihood has learnt scalars, the last
+        entries of ``x``, in closed form by ``scaled_log_prob_chains_and_grad``, which
+        :meth:`build` requires)."""
+        k, m = out.shape[:2]
         if self.extras:
-            return self._with_extras(x, out, targets, scale, hidden, weights)
+            extra = {name: x[:, self.d_net + i] for i, name in enumerate(self.extras)}
+            total, g, d_extra = self.likelihood.scaled_log_prob_chains_and_grad(out, targets, extra, scale)
+            g_extra = torch.stack([d_extra[name] for name in self.extras], 1)
+            lp, g_net = self.prior(x[:, : self.d_net])
+            grad = torch.empty_like(x)
+            grad[:, : self.d_net] = g_net
+            grad[:, self.d_net :] = g_extra
+            return total + lp, g, grad
         with torch.enable_grad():
             f = out.detach().requires_grad_(True)
             rows = self.likelihood.log_prob_rows(f.flatten(0, 1), targets.flatten(0, 1), {})
@@ -289,21 +327,4 @@ class StackedMLP:
         lp, grad = self.prior(x)
         if grad.data_ptr() == x.data_ptr():  # the likelihood part is added in place below
             grad = grad.clone()
-        backward(g, hidden, weights, self.act_backwards, *_CHAINS.params(grad, self.layers), _CHAINS)
-        return ll.detach() + lp, grad
-
-    def _with_extras(self, x, out, targets, scale, hidden, weights) -> tuple[Tensor, Tensor]:
-        """:meth:`value_and_grad` where the likelihood has learnt scalars (the last entries of
-        ``x``): the likelihood and its extras' prior per chain, with their gradients with respect
-        to the outputs and the extras in closed form (``scaled_log_prob_chains_and_grad``, which
-        :meth:`build` requires); the network's part of the gradient is the hand-written backward,
-        as without extras."""
-        extra = {name: x[:, self.d_net + i] for i, name in enumerate(self.extras)}
-        total, g, d_extra = self.likelihood.scaled_log_prob_chains_and_grad(out, targets, extra, scale)
-        g_extra = torch.stack([d_extra[name] for name in self.extras], 1)
-        lp, g_net = self.prior(x[:, : self.d_net])
-        grad = torch.empty_like(x)
-        grad[:, : self.d_net] = g_net
-        grad[:, self.d_net :] = g_extra
-        backward(g, hidden, weights, self.act_backwards, *_CHAINS.params(grad, self.layers), _CHAINS)
-        return total + lp, grad
+        return ll.detach() + lp, g, grad

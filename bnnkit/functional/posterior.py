@@ -266,6 +266,14 @@ class FunctionalPosterior(Posterior):
             )
         prior_rows, prior = self._prior_plan(self._draw_prior(rows, gen), inputs.dtype)
         n, num_rows = rows.shape[0], prior_rows.shape[0]
+        mlp = self._mlp
+        if mlp is not None and mlp.applies_to(batch):
+            # a plain MLP: the hand-batched pass, the prior rows' cotangent -alpha (the surrogate's)
+            def term(f: Tensor) -> tuple[Tensor, Tensor]:
+                gp_lp, alpha = prior(f)
+                return gp_lp, -alpha
+
+            return mlp.value_and_grad(x, batch, chain_batched, self.num_data, (prior_rows, term))
 
         def one_chain(xk: Tensor, inp: Tensor, tgt: Tensor) -> tuple[Tensor, Tensor]:
             net, lik, pri = self._parts(xk)
