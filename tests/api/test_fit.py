@@ -208,12 +208,13 @@ def test_predict_refuses_inputs_of_the_wrong_width_or_with_nan():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_chains_run_where_the_module_is():
+@pytest.mark.parametrize("method", ["default", "fsgld"])
+def test_chains_run_where_the_module_is(method):
     x, y = _data()
     net = _net().cuda()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        f = bnnkit.fit(net, (x, y), progress=False, recipe=SHORT)
+        f = bnnkit.fit(net, (x, y), method=method, progress=False, recipe=SHORT)
     assert f.draws.positions.device.type == "cuda"
     assert f.predict(x).mean.device.type == "cuda"
 

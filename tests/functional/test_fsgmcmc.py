@@ -181,18 +181,28 @@ def test_multi_output_gets_one_gp_per_logit():
     assert torch.allclose(grad, ref_grad, rtol=1e-8, atol=1e-10)
 
 
+CUDA = pytest.param(
+    "cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
+)
+
+
+@pytest.mark.parametrize("device", ["cpu", CUDA])
 @pytest.mark.parametrize("chain_batched", [True, False])
-def test_vectorized_chains_take_the_hand_written_pass_with_one_chains_gradient(chain_batched, monkeypatch):
+def test_vectorized_chains_take_the_hand_written_pass_with_one_chains_gradient(
+    chain_batched, device, monkeypatch
+):
     """The default recipe's functional posterior (an MLP, a learnt noise under a Gamma prior, a
     weight term, fresh measurement points): K chains' value and gradient by the hand-batched pass
     equal each chain's autograd gradient at the same points."""
     from bnnkit.core.mlp import StackedMLP
 
     torch.manual_seed(2)
-    net = torch.nn.Sequential(torch.nn.Linear(2, 5), torch.nn.Tanh(), torch.nn.Linear(5, 1)).double()
-    x = torch.randn(20, 2, dtype=torch.float64)
-    y = torch.randn(20, dtype=torch.float64)
-    gp = GPPrior("rbf", input_dim=2, lengthscale=1.0, outputscale=1.0)
+    net = (
+        torch.nn.Sequential(torch.nn.Linear(2, 5), torch.nn.Tanh(), torch.nn.Linear(5, 1)).double().to(device)
+    )
+    x = torch.randn(20, 2, dtype=torch.float64).to(device)
+    y = torch.randn(20, dtype=torch.float64).to(device)
+    gp = GPPrior("rbf", input_dim=2, lengthscale=1.0, outputscale=1.0).to(device)
     lik = bnnkit.Gaussian(0.4, learn_noise=True, precision_prior=(2.0, 0.3))
     points = MeasurementPoints(num_from_data=3, num_uniform=4)
     post = FunctionalPosterior(net, lik, gp, points, x, weight_scale=2.0)
@@ -200,14 +210,14 @@ def test_vectorized_chains_take_the_hand_written_pass_with_one_chains_gradient(c
     real = StackedMLP.value_and_grad
     monkeypatch.setattr(StackedMLP, "value_and_grad", lambda self, *a: calls.append(1) or real(self, *a))
     k = 3
-    w = post.initial_position("module") + 0.3 * torch.randn(k, post.view.size, dtype=torch.float64)
-    rows = torch.stack([torch.randperm(20)[:8] for _ in range(k)])
+    w = post.initial_position("module") + 0.3 * torch.randn(k, post.view.size, dtype=torch.float64).to(device)
+    rows = torch.stack([torch.randperm(20)[:8] for _ in range(k)]).to(device)
     batch = (x[rows], y[rows]) if chain_batched else (x[rows[0]], y[rows[0]])
-    lp, g = post.vectorized_stochastic_grad(w, batch, torch.Generator().manual_seed(4), chain_batched)
+    lp, g = post.vectorized_stochastic_grad(w, batch, torch.Generator(device).manual_seed(4), chain_batched)
     assert calls == [1]
     for c in range(k):
         one = (x[rows[c]], y[rows[c]]) if chain_batched else batch
-        lp_c, g_c = post.stochastic_grad(w[c], one, torch.Generator().manual_seed(4))
+        lp_c, g_c = post.stochastic_grad(w[c], one, torch.Generator(device).manual_seed(4))
         torch.testing.assert_close(lp[c], lp_c, rtol=1e-10, atol=1e-10)
         torch.testing.assert_close(g[c], g_c, rtol=1e-10, atol=1e-10)
     assert g[:, -1].abs().min() > 0  # the noise moves

@@ -413,3 +413,32 @@ def test_fit_on_a_subset_keeps_the_start_that_predicts_unseen_rows_best(monkeypa
     # fewer than max_points rows left over, or an explicit lengthscale (the user's start): one start
     assert fit(GPPrior("rbf"), n=59)["starts"] is None
     assert fit(GPPrior("rbf", lengthscale=0.5))["starts"] is None
+
+
+def test_the_marginal_likelihoods_closed_form_gradient_is_gpytorchs():
+    """SharedKernelMLL's hand-written backward against gpytorch's own (autograd through its
+    Cholesky-based ``inv_quad_logdet``): the loss and the gradient of every hyperparameter."""
+    from bnnkit.functional.gp_fit import _SharedKernelGP
+
+    x, y, _ = draw_gp(60, 0.7, 1.3, 0.1, seed=6, columns=2)
+    x = torch.cat([x, torch.randn(60, 2, generator=torch.Generator().manual_seed(1), dtype=F64)], 1)
+    grads = []
+    for closed in (True, False):
+        kernel = make_kernel("rbf", 3).double()
+        lik = gpytorch.likelihoods.GaussianLikelihood().double()
+        lik.noise = 0.2
+        model = _SharedKernelGP(x, y, lik, kernel, constant_mean=True)
+        mll = SharedKernelMLL(lik, model)
+        if closed:
+            loss = mll(model(x), y)
+        else:  # gpytorch's path: autograd through its inv_quad_logdet
+            out = lik(model(x))
+            diff = y - out.mean.unsqueeze(-1) - model.constants(2, y)
+            iq, ld = out.lazy_covariance_matrix.inv_quad_logdet(inv_quad_rhs=diff, logdet=True)
+            loss = -0.5 * (iq + 2 * ld + 60 * 2 * math.log(2 * math.pi)) / 60
+        params = [p for _, p in sorted(model.named_parameters())]
+        grads.append((loss.detach(), torch.autograd.grad(loss, params)))
+    torch.testing.assert_close(grads[0][0], grads[1][0], rtol=1e-10, atol=1e-12)
+    for a, b in zip(grads[0][1], grads[1][1]):
+        assert float(b.abs().max()) > 0
+        torch.testing.assert_close(a, b, rtol=1e-8, atol=1e-10)
