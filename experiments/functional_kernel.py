@@ -53,6 +53,7 @@ VARIANTS = {
     "box250": {"box_points": 250, "box_margin": 0.25},
     # the RBF prior's hyperparameters fitted to 500 random training rows instead of 1,000
     "fit500": {"gp_points": 500},
+    "factors4": {"prior_factors": 4},
 }
 
 

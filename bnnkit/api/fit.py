@@ -63,7 +63,8 @@ def fit(
             default ``"rbf"``), ``box_points`` / ``box_margin`` (fsgld / fsghmc: measurement points
             added uniformly in the inputs' box, widened by ``box_margin`` of its range; default 0),
             ``gp_points`` (fsgld / fsghmc: at most this many training rows fit the GP prior's
-            hyperparameters; default 500).
+            hyperparameters; default 500), ``prior_factors`` (fsgld / fsghmc: the Vecchia
+            factors, of 9 network rows each, a step's prior term is estimated from; default 8).
     """
     # over 80 lines only for the documented arguments above: the body is checks, then one Problem
     t0 = time.perf_counter()

@@ -24,7 +24,7 @@ from .recipe import DEFAULT_RECIPE, SamplerRecipe, run_recipe
 EPOCHS, MAX_STEPS, LR = 300, 100_000, 1e-2
 NOISE_FLOOR = 0.01  # the fitted baselines' fixed noise sd is never below this (standardised units)
 # fit options of fsgld / fsghmc's GP prior
-GP_OPTIONS = frozenset({"kernel", "box_points", "box_margin", "gp_points"})
+GP_OPTIONS = frozenset({"kernel", "box_points", "box_margin", "gp_points", "prior_factors"})
 # rows of the GP prior's fit: 500 rather than 1,000 cut wine's fit 5x (O(n^3) a step) and moved
 # the median held-out NLL by at most 0.003 nats (chosen on concrete's gap / tail splits, confirmed
 # on wine's: docs/results/gap_tail.md, "A cheaper prior fit")
@@ -141,7 +141,8 @@ def _functional(sampler: str) -> Callable[[Problem], tuple[Posterior, Any]]:
     likelihood to at most ``options["gp_points"]`` (default :data:`GP_POINTS`) training rows, in its
     Vecchia form) at the training inputs (at most 1,000), and with ``options["box_points"]`` that
     many points uniform in the inputs' box widened by ``options["box_margin"]`` (default 0.25) of
-    its range on each side."""
+    its range on each side; ``options["prior_factors"]``: the Vecchia factors a step's prior term
+    is estimated from (default 8, each of 9 network rows)."""
 
     def run(p: Problem) -> tuple[Posterior, Any]:
         from ..functional import FunctionalPosterior, MeasurementPoints, Vecchia
@@ -153,6 +154,10 @@ def _functional(sampler: str) -> Callable[[Problem], tuple[Posterior, Any]]:
             )
         points = p.options.get("gp_points", GP_POINTS)
         check_int_at_least("gp_points", points, 2)
+        # the Vecchia factors a step's prior term is estimated from (Vecchia's default: 8)
+        form = Vecchia(
+            **({"factors_per_step": p.options["prior_factors"]} if "prior_factors" in p.options else {})
+        )
         gp, _ = fitted_gp(p, p.options.get("kernel", "rbf"), points)
         box = int(p.options.get("box_points", 0))
         meas: Any
@@ -161,9 +166,7 @@ def _functional(sampler: str) -> Callable[[Problem], tuple[Posterior, Any]]:
             meas = MeasurementPoints(num_from_data=min(p.n, 1000), num_uniform=box, margin=margin)
         else:
             meas = p.x if p.n <= 1000 else MeasurementPoints(num_from_data=1000, num_uniform=0)
-        post = FunctionalPosterior(
-            p.module, p.likelihood(), gp, meas, p.x, num_data=p.n, prior_form=Vecchia()
-        )
+        post = FunctionalPosterior(p.module, p.likelihood(), gp, meas, p.x, num_data=p.n, prior_form=form)
         return _chains(p, post, sampler)
 
     return run

@@ -360,6 +360,15 @@ def test_gp_points_caps_the_rows_of_the_gp_prior_fit():
             _fit((x, y), method="fsgld", gp_points=bad)
 
 
+def test_prior_factors_set_the_vecchia_factors_a_step_uses():
+    x, y = _data(n=40)
+    f = _fit((x, y), method="fsgld", prior_factors=3)
+    assert f.posterior.vecchia.settings.factors_per_step == 3
+    assert _fit((x, y), method="fsgld").posterior.vecchia.settings.factors_per_step == 8
+    with pytest.raises(BnnkitError, match="factors_per_step must be an integer"):
+        _fit((x, y), method="fsgld", prior_factors=0)
+
+
 def test_box_points_add_measurement_points_around_the_inputs():
     x, y = _data(n=40)
     f = _fit((x, y), method="fsghmc", box_points=20, box_margin=0.5)
