@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from collections import defaultdict
+
+from bnnkit.bench.uci.report import mean_se
 
 NAMES = {
     "default": "default (weight prior)",
@@ -32,13 +33,6 @@ NAMES = {
     "mcdropout": "MC dropout",
 }
 FUNCTIONAL = ("fsgld", "fsghmc")
-
-
-def mean_se(v: list[float]) -> tuple[float, float]:
-    m = sum(v) / len(v)
-    if len(v) < 2:
-        return m, float("nan")
-    return m, math.sqrt(sum((x - m) ** 2 for x in v) / (len(v) - 1) / len(v))
 
 
 def load(paths: list[str]) -> dict[tuple[str, str], dict[str, dict[int, dict]]]:
