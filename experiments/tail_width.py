@@ -20,10 +20,8 @@ import time
 
 import torch
 
-from bnnkit.bench.uci.cell import predictive, split_gp
+from bnnkit.bench.uci.cell import fit_cell, predictive, split_gp
 from bnnkit.bench.uci.protocol import FULL, uses_gp_noise
-from bnnkit.core.random import global_rng_seeded
-from bnnkit.nets import mlp
 
 from .functional_kernel import emit, groups
 
@@ -43,22 +41,10 @@ def _parts(pred, y: torch.Tensor) -> dict[str, float]:
 
 
 def run(data, kind: str, split: int, method: str) -> dict:
-    import warnings
-
-    from bnnkit import fit
-    from bnnkit.diagnostics import ConvergenceWarning
-
     d = data.split(split)
     noise = split_gp(d, FULL, split)[0] if uses_gp_noise(method) else None
-    with global_rng_seeded(split):
-        net = mlp(d.x_train.shape[1], FULL.hidden)
-    kw = FULL.fit_options(method) | ({} if noise is None else {"noise": noise})
     t0 = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        f = fit(
-            net, (d.x_train, d.y_train), method=method, seed=split, progress=False, standardize=False, **kw
-        )
+    f = fit_cell(method, d, FULL, noise, split, progress=False)
     draws = f.laplace if f.laplace is not None else f.draws
     held = _parts(predictive(f.posterior, draws, d.x_test), d.y_test)
     train = _parts(predictive(f.posterior, draws, d.x_train), d.y_train)

@@ -45,19 +45,25 @@ def split_gp(data: Any, cfg: UCIProtocol, seed: int) -> tuple[float, dict[str, A
     return noise, fitted, time.perf_counter() - t0
 
 
-def run_cell(method: str, data: Any, cfg: UCIProtocol, noise: float | None, seed: int, progress: bool):
-    """The cell's scores, seconds and (sampler) convergence record: ``bnnkit.fit(net, (x, y),
-    method=method, seed=seed, standardize=False, noise=noise)`` on the split's standardised rows,
-    the network built in a generator forked from ``seed``.  A chain that diverges gives NaN scores."""
-    t0 = time.perf_counter()
-    with global_rng_seeded(seed):  # the caller's random state is left alone
+def fit_cell(method: str, data: Any, cfg: UCIProtocol, noise: float | None, seed: int, progress: bool):
+    """The cell's :class:`~bnnkit.api.result.Fit`: ``bnnkit.fit(net, (x, y), method=method,
+    seed=seed, standardize=False, noise=noise)`` on the split's standardised rows, the network built
+    in a generator forked from ``seed`` (the caller's random state is left alone)."""
+    with global_rng_seeded(seed):
         net = mlp(data.x_train.shape[1], cfg.hidden)
     kw = cfg.fit_options(method) | ({} if noise is None else {"noise": noise})
+    with warnings.catch_warnings():  # the cell records the diagnostics the warnings repeat
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return fit(net, (data.x_train, data.y_train), method=method, seed=seed, progress=progress,
+                   standardize=False, **kw)  # fmt: skip
+
+
+def run_cell(method: str, data: Any, cfg: UCIProtocol, noise: float | None, seed: int, progress: bool):
+    """The cell's scores, seconds and (sampler) convergence record of :func:`fit_cell`'s fit.  A
+    chain that diverges gives NaN scores."""
+    t0 = time.perf_counter()
     try:
-        with warnings.catch_warnings():  # the cell records the diagnostics the warnings repeat
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            f = fit(net, (data.x_train, data.y_train), method=method, seed=seed, progress=progress,
-                    standardize=False, **kw)  # fmt: skip
+        f = fit_cell(method, data, cfg, noise, seed, progress)
     except DivergenceError as err:
         nan = float("nan")
         scores = dict.fromkeys(("rmse_std", "nll_std", "rmse", "nll", "coverage_95"), nan)
