@@ -154,10 +154,8 @@ def _functional(sampler: str) -> Callable[[Problem], tuple[Posterior, Any]]:
             )
         points = p.options.get("gp_points", GP_POINTS)
         check_int_at_least("gp_points", points, 2)
-        # the Vecchia factors a step's prior term is estimated from (Vecchia's default: 8)
-        form = Vecchia(
-            **({"factors_per_step": p.options["prior_factors"]} if "prior_factors" in p.options else {})
-        )
+        # the Vecchia factors a step's prior term is estimated from (default: Vecchia's, 8)
+        form = Vecchia(factors_per_step=p.options.get("prior_factors", Vecchia.factors_per_step))
         gp, _ = fitted_gp(p, p.options.get("kernel", "rbf"), points)
         box = int(p.options.get("box_points", 0))
         meas: Any
