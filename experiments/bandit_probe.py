@@ -31,9 +31,10 @@ import time
 import torch
 
 from bnnkit.bench import bandit as B
-from bnnkit.bench.bandit.agents import both_actions, make_agent
+from bnnkit.bench.bandit.agents import make_agent
 from bnnkit.core.random import make_generator
 from bnnkit.data.mushroom import load_mushroom
+from bnnkit.decisions import ReplayBuffer, action_inputs, one_hot_blocks
 
 
 def probe_set(edible: torch.Tensor, k: int) -> torch.Tensor:
@@ -55,10 +56,10 @@ def spread(agent, buf, cfg, x_eat, x_rej, draws: int, gap: int) -> torch.Tensor:
     """``[draws, k]`` predicted eat - reject (reward units) from a copy of the chain run on."""
     a = copy.deepcopy(agent)
     g = torch.Generator().manual_seed(999)
-    c = {**cfg, "updates": gap}
+    a.updates = gap  # chain agents take this many steps per update
     out = []
     for _ in range(draws):
-        a.update(buf, c, g)
+        a.update(buf, g)
         out.append(predict(a, x_eat) - predict(a, x_rej))
     return torch.stack(out) / cfg["reward_scale"]
 
@@ -118,16 +119,22 @@ def main() -> None:
     ap.add_argument("--refit-steps", type=int, default=50)
     args = ap.parse_args()
     torch.set_num_threads(1)
-    cfg = {**B.DEFAULTS, **json.loads(args.config)}
+    overrides = json.loads(args.config)
+    for key in overrides:  # a retired option (B.RETIRED) would be silently ignored
+        if key not in B.DEFAULTS:
+            raise SystemExit(
+                f"--config key {key!r} is not in the protocol; options retired from it run at 6fd8c02"
+            )
+    cfg = {**B.DEFAULTS, **overrides}
     contexts, edible = load_mushroom(args.data)
     idx, u = B.environment(contexts.shape[0], args.steps, args.seed)
     gen = make_generator(args.seed, 2 + B.METHODS.index(args.method))
     d = contexts.shape[1] + 2
-    agent = make_agent(args.method, d, cfg, args.seed, B.attribute_blocks(contexts))
-    buf = B.Buffer(cfg["buffer"], d)
+    agent = make_agent(args.method, d, cfg, args.seed, one_hot_blocks(contexts))
+    buf = ReplayBuffer(cfg["buffer"], d)
     pr = probe_set(edible, args.probe)
     k = args.probe
-    both = both_actions(contexts[pr])  # 2k rows with eat, then the same 2k with reject
+    both = action_inputs(contexts[pr])  # 2k rows with eat, then the same 2k with reject
     x_eat, x_rej = both[: 2 * k], both[2 * k :]
     eat_row, rej_row = torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0])
     actions = torch.empty(args.steps, dtype=torch.long)
@@ -138,7 +145,7 @@ def main() -> None:
         if args.refit_every and t and t % args.refit_every == 0:
             refit(agent, buf, cfg, refit_gen, args)
         if buf.size:
-            agent.update(buf, cfg, gen)
+            agent.update(buf, gen)
         i = int(idx[t])
         a = agent.act(contexts[i], gen)
         ed = bool(edible[i])

@@ -44,6 +44,7 @@ CORE_MUST_NOT_IMPORT = (
     "api",
     "predict",
     "diagnostics",
+    "decisions",
 )
 
 

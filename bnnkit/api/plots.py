@@ -82,15 +82,23 @@ def reliability_plot(fit: Any, x: Any, y: Any, num_bins: int = 15, ax: Any = Non
     probs = fit.predict(x).probs.detach().cpu()
     ece, rel = expected_calibration_error(probs, as_tensor(y, "y").long().reshape(-1).cpu(), num_bins)
     fig, ax = _axes(ax, (4.5, 4.5))
-    edges = rel["edges"]
+    draw_reliability(ax, rel, f"reliability (ECE {ece:.3f})")
+    return _finish(fig, ax)
+
+
+def draw_reliability(ax: Any, rel: dict[str, Any], title: str) -> None:
+    """Accuracy per confidence bin as bars on ``ax`` (``rel``: the bins of
+    :func:`~bnnkit.predict.expected_calibration_error`), with the diagonal of perfect calibration."""
+    edges = rel["edges"].cpu()
     centers = (edges[1:] + edges[:-1]) / 2
-    acc = rel["accuracy"].nan_to_num(0.0)
-    ax.bar(centers, acc, width=edges[1] - edges[0], edgecolor="k", alpha=0.7, label="accuracy")
+    acc = rel["accuracy"].cpu().nan_to_num(0.0)
+    ax.bar(centers, acc, width=float(edges[1] - edges[0]), edgecolor="k", alpha=0.7, label="accuracy")
     ax.plot([0, 1], [0, 1], "k--", lw=1, label="perfect calibration")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
     ax.set_xlabel("confidence")
     ax.set_ylabel("accuracy")
-    ax.set_title(f"reliability (ECE {ece:.3f})")
-    return _finish(fig, ax)
+    ax.set_title(title)
 
 
 def entropy_plot(fit: Any, x_in: Any, x_out: Any, bins: int = 30, ax: Any = None):

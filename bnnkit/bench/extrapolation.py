@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from ..core.errors import BnnkitError
+from ..core.files import pyplot, save_figure
 from ..core.posterior import Posterior
 from ..core.random import global_rng_seeded
 from ..data.minibatch import Minibatches
@@ -27,7 +28,6 @@ from ..predict import predict
 from ..priors import GaussianPrior
 from ..sgmcmc.sghmc import SGHMC
 from .divergence import sample_or_diverged
-from .records import pyplot, save_figure
 
 NOISE = 0.1
 INTERVALS = ((-2.0, -0.75), (0.75, 2.0))

@@ -25,7 +25,8 @@ from typing import Any
 import torch
 
 from ..api.recipe import SamplerRecipe
-from ..core.errors import BnnkitError
+from ..core.errors import BnnkitError, check_device
+from ..core.files import append_record, output_folder, pyplot, reopen_records, save_figure, write_report_files
 from ..core.posterior import Posterior
 from ..core.random import global_rng_seeded
 from ..data.minibatch import Minibatches
@@ -36,7 +37,6 @@ from ..predict import expected_calibration_error, ood_auroc, predictive_entropy
 from ..priors import GaussianPrior
 from .divergence import sample_or_diverged
 from .methods import FSG, GP_PRIOR, MOMENTUM, SG, canonical_methods, sg_algorithm
-from .records import append_record, output_folder, pyplot, reopen_records, save_figure, write_report_files
 from .uci import predictive as _weight_predictive
 
 METHODS = (
@@ -69,9 +69,6 @@ DEFAULTS = {
     # step under the drift, whatever N); a longer run than SGHMC's, still inside the ensemble's
     # CPU time (5 members x 7 epochs).
     "asghmc": {"step_size": 1e-2, "burn_in": 6000, "draws": 40, "thin": 100},
-    # sghmc runs scale-adapted SGHMC (the asghmc settings): on MNIST it is more accurate and
-    # better calibrated than plain SGHMC at the fixed step (docs/image_protocol.md)
-    "sghmc_recipe": "adaptive",
     "bbb_lr": 1e-3,
     # Not tuned.  Epochs as bbb's unless given; an FBNN step costs function_samples x (batch +
     # measurement) network passes (~0.9 s on one core), so it gets 960 steps (2 epochs of MNIST,
@@ -85,12 +82,9 @@ DEFAULTS = {
     "ood_rows": None,
     "gp_rows": 1000,
     "gp_steps": 100,
-    # the functional methods' GP prior: "classification" (Laplace evidence of the softmax GP on
-    # gp_class_rows of the gp_rows images) or "regression" (exact GP regression on one-hot targets)
-    "gp_fit": "classification",
+    # the functional methods' GP prior: Laplace evidence of the softmax GP on gp_class_rows of the
+    # gp_rows images (exact GP regression on one-hot targets held the logits near 0: image_results.md)
     "gp_class_rows": 500,
-    "fsg_recipe": "plain",  # fsghmc: "plain" FSGHMC at step_size["fsghmc"], or "adaptive" (asghmc's)
-    "fsg_weight_scale": None,  # fsghmc / fsgld: sigma_w of FunctionalPosterior's weight term (None: none)
 }
 QUICK = {
     "default_recipe": dict(chains=2, map_max_steps=60, burn_in=30, draws=4, thin=5, check_every=4),
@@ -157,26 +151,17 @@ def load_task(dataset: str, root: str | None, download: bool, cfg: dict):
     return (*(t if k is None else t[:k] for t, k in zip((x_tr, y_tr, x_te, y_te, x_ood), rows)), other)
 
 
-GP_FITS = ("classification", "regression")
-
-
 def fit_gp(x: torch.Tensor, y: torch.Tensor, cfg: dict, seed: int):
-    """The functional methods' RBF GP prior on the 10 logits, fitted as ``cfg["gp_fit"]`` says."""
+    """The functional methods' RBF GP prior on the 10 logits: the Laplace evidence of the softmax
+    GP classifier on ``gp_class_rows`` of ``gp_rows`` training images drawn with ``seed``."""
     from ..functional import GPPrior, fit_classification_gp
 
-    how = cfg.get("gp_fit", "classification")
-    if how not in GP_FITS:
-        raise BnnkitError(f"gp_fit must be one of {', '.join(GP_FITS)}, got {how!r}.")
     g = torch.Generator().manual_seed(seed)
     idx = torch.randperm(x.shape[0], generator=g)[: cfg["gp_rows"]]
     flat = x[idx].reshape(len(idx), -1)
     gp = GPPrior("rbf", input_dim=flat.shape[1], ard=False, jitter=1e-4)
-    if how == "classification":  # Laplace evidence of the softmax GP classifier on gp_class_rows
-        fitted = fit_classification_gp(gp, flat, y[idx], 10, max_points=cfg["gp_class_rows"], generator=g)
-        return gp, {k: v for k, v in fitted.items() if k != "grid"}
-    onehot = torch.nn.functional.one_hot(y[idx], 10).double()
-    fitted = gp.fit(flat, onehot, num_steps=cfg["gp_steps"], progress=False)
-    return gp, fitted
+    fitted = fit_classification_gp(gp, flat, y[idx], 10, max_points=cfg["gp_class_rows"], generator=g)
+    return gp, {k: v for k, v in fitted.items() if k != "grid"}
 
 
 def method_draws(method, x, y, cfg, seed, progress, gp, model="cnn", width=None):
@@ -207,44 +192,25 @@ def method_draws(method, x, y, cfg, seed, progress, gp, model="cnn", width=None)
         progress=progress,
         init="module",
     )
-    if method in FSG:
-        return _functional_draws(method, net, x, stream, cfg, gp, kw)
+    if method in FSG:  # fSGHMC / fSGLD with the fitted GP prior on the logits at 40 training images
+        from ..functional import FunctionalPosterior, MeasurementPoints
+
+        post = FunctionalPosterior(
+            net, Categorical(), gp, MeasurementPoints(num_from_data=40, num_uniform=0), x
+        )
+        return post, sample_or_diverged(_sg_algorithm(method, cfg), post, stream, **kw)
     post = Posterior(net, Categorical(), GaussianPrior(1.0), num_data=n)
-    adaptive = method == "asghmc" or (method == "sghmc" and cfg.get("sghmc_recipe") == "adaptive")
-    if adaptive:
-        return post, _adaptive_draws(post, stream, cfg, kw)
+    # sghmc is scale-adapted SGHMC (asghmc's settings): on MNIST more accurate and better
+    # calibrated than plain SGHMC at the fixed step (docs/image_protocol.md)
+    if method in ("sghmc", "asghmc"):
+        from ..sgmcmc import AdaptiveSGHMC
+
+        c = cfg["asghmc"]
+        kw = kw | {"num_samples": c["draws"], "num_warmup": c["burn_in"], "thin": c["thin"]}
+        return post, sample_or_diverged(AdaptiveSGHMC(c["step_size"]), post, stream, **kw)
     if method in SG:
         return post, sample_or_diverged(_sg_algorithm(method, cfg), post, stream, **kw)
     return _baseline_draws(method, post, net, dropout_net, x, y, cfg, seed, progress, gp)
-
-
-def _adaptive_draws(post: Any, stream: Minibatches, cfg: dict, kw: dict) -> Any:
-    """Scale-adapted SGHMC with ``cfg["asghmc"]``'s step size and budget."""
-    from ..sgmcmc import AdaptiveSGHMC
-
-    c = cfg["asghmc"]
-    kw = kw | {"num_samples": c["draws"], "num_warmup": c["burn_in"], "thin": c["thin"]}
-    return sample_or_diverged(AdaptiveSGHMC(c["step_size"]), post, stream, **kw)
-
-
-def _functional_draws(method, net, x, stream, cfg, gp, kw):
-    """fSGHMC / fSGLD with the fitted GP prior on the logits, measured at 40 training images."""
-    from ..functional import FunctionalPosterior, MeasurementPoints
-
-    post = FunctionalPosterior(
-        net,
-        Categorical(),
-        gp,
-        MeasurementPoints(num_from_data=40, num_uniform=0),
-        x,
-        weight_scale=cfg.get("fsg_weight_scale"),
-    )
-    recipe = cfg.get("fsg_recipe", "plain")
-    if recipe not in ("plain", "adaptive"):
-        raise BnnkitError(f"fsg_recipe must be 'plain' or 'adaptive', got {recipe!r}.")
-    if method == "fsghmc" and recipe == "adaptive":
-        return post, _adaptive_draws(post, stream, cfg, kw)
-    return post, sample_or_diverged(_sg_algorithm(method, cfg), post, stream, **kw)
 
 
 def _baseline_draws(method, post, net, dropout_net, x, y, cfg, seed, progress, gp):
@@ -371,7 +337,7 @@ def run_image(
     networks and the chains live) and runs only the other methods.
     """
     methods = tuple(canonical_methods(methods, METHODS))
-    _check_device(device)
+    check_device(device)
     with global_rng_seeded(seed):  # construction draws from the global RNG: a fork, left as it was
         build_net(model, width=width)  # a bad model or width fails before any data is read
     cfg = {**DEFAULTS, **(QUICK if quick else {})}
@@ -426,17 +392,6 @@ def run_image(
     write_report_files(out, "image", report, rows, _markdown(report, reused))
     _reliability_plot(out / "reliability.png", reliab, dataset)
     return report
-
-
-def _check_device(device: str) -> None:
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as err:
-        raise BnnkitError(
-            f"device must name a torch device such as 'cpu' or 'cuda', got {device!r}."
-        ) from err
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise BnnkitError(f"device {device!r}: PyTorch sees no CUDA device here; use 'cpu'.")
 
 
 def _command_line(
@@ -523,17 +478,11 @@ def _markdown(report: dict[str, Any], reused: list[str]) -> str:
 
 
 def _reliability_plot(path: Path, reliab: dict, dataset: str) -> None:
+    from ..api.plots import draw_reliability
+
     fig, axes = pyplot().subplots(1, len(reliab), figsize=(3.2 * len(reliab), 3.4), squeeze=False)
     for ax, (m, r) in zip(axes[0], reliab.items()):
-        edges = r["edges"].numpy()
-        centres = 0.5 * (edges[1:] + edges[:-1])
-        acc = r["accuracy"].nan_to_num(0).numpy()
-        ax.bar(centres, acc, width=edges[1] - edges[0], edgecolor="k", alpha=0.7, label="accuracy")
-        ax.plot([0, 1], [0, 1], "r--", lw=1, label="perfect calibration")
-        ax.set_title(m)
-        ax.set_xlabel("confidence")
-        ax.set_xlim(0, 1)
-        ax.set_ylim(0, 1)
+        draw_reliability(ax, r, m)
     axes[0][0].set_ylabel(f"accuracy ({dataset} test)")
     axes[0][0].legend(fontsize=7, loc="upper left")
     save_figure(fig, path, 100)

@@ -14,8 +14,8 @@ from pathlib import Path
 import torch
 
 import bnnkit
-from bnnkit.bench.records import create_folder, unwritable
 from bnnkit.core.errors import BnnkitError
+from bnnkit.core.files import create_folder, unwritable
 from bnnkit.data.toy import TOY1D_NOISE, load_toy1d, toy1d_function
 from bnnkit.diagnostics import ess, rhat
 from bnnkit.predict import network_outputs, predict, rmse

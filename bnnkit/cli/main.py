@@ -276,7 +276,7 @@ def _add_bench_bandit(bench_sub: Any) -> None:
         default=None,
         metavar="JSON",
         help="overrides of the agents' defaults (bnnkit.bench.bandit.DEFAULTS) as a JSON object, e.g. "
-        '\'{"fsgld_weight_term": "sgld", "fsgld_max_step": 0.001}\'; written into every run\'s record',
+        "'{\"fsgld_max_step\": 0.001}'; written into every run's record",
     )
     ban.add_argument("--threads", type=THREADS, default=1)
     ban.add_argument("--no-progress", action="store_true")
@@ -333,7 +333,7 @@ def _check_args(args: argparse.Namespace) -> None:
 
         check_out_file(args.out)
     elif sub == ("experiment", "extrapolation"):
-        from ..bench.records import output_folder
+        from ..core.files import output_folder
 
         output_folder(args.out)
 

@@ -66,3 +66,15 @@ def check_finite_rows(name: str, tensor: Tensor) -> None:
 
 class StuckChainWarning(UserWarning):
     """A chain accepted no proposal for a long stretch: its draws repeat one point."""
+
+
+def check_device(device: str) -> None:
+    """Refuse a ``device`` that names no torch device, or CUDA where PyTorch sees none."""
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise BnnkitError(
+            f"device must name a torch device such as 'cpu' or 'cuda', got {device!r}."
+        ) from err
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise BnnkitError(f"device {device!r}: PyTorch sees no CUDA device here; use 'cpu'.")

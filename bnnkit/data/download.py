@@ -5,7 +5,8 @@ When ``root`` is ``None`` the directory is :func:`data_dir`: the environment var
 ``BNNKIT_DATA`` if set, else the per-user cache directory. Files are only downloaded when the
 caller passes ``download=True``; :func:`fetch` writes to a temporary file next to the target and
 renames it into place only after the checksum matched, so an interrupted or bad download never
-leaves a half-written file where a loader would pick it up.
+leaves a half-written file where a loader would pick it up.  :func:`files_checksum` and
+:func:`arrays_checksum` fingerprint a data set's files or arrays (a benchmark cell records them).
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import platformdirs
 
 from bnnkit.core.errors import BnnkitError
@@ -57,6 +60,31 @@ def sha256(path: str | os.PathLike[str]) -> str:
     with open(path, "rb") as f:
         while chunk := f.read(_CHUNK):
             h.update(chunk)
+    return h.hexdigest()
+
+
+def files_checksum(paths: Iterable[Path], digests: dict[Path, str] | None = None) -> str:
+    """SHA-256 over the files ``paths`` (names and contents, in order): a split's data in the UCI
+    layout.  ``digests`` caches each file's own digest (``data.txt`` is shared by the splits)."""
+    h = hashlib.sha256()
+    for path in paths:
+        if digests is not None and path in digests:
+            digest = digests[path]
+        else:
+            digest = sha256(path)
+            if digests is not None:
+                digests[path] = digest
+        h.update(path.name.encode() + b"\0" + bytes.fromhex(digest))
+    return h.hexdigest()
+
+
+def arrays_checksum(*arrays: Any) -> str:
+    """SHA-256 over ``arrays`` (dtype, shape and bytes of each): a split of data held in memory."""
+    h = hashlib.sha256()
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        h.update(f"{a.dtype.str}{a.shape}".encode())
+        h.update(a.tobytes())
     return h.hexdigest()
 
 

@@ -1,6 +1,14 @@
 """Use of the posterior: predictive distributions (weighted for importance sampling) and metrics."""
 
-from .metrics import accuracy, brier_score, expected_calibration_error, ood_auroc, predictive_entropy, rmse
+from .metrics import (
+    accuracy,
+    brier_score,
+    expected_calibration_error,
+    interval_coverage,
+    ood_auroc,
+    predictive_entropy,
+    rmse,
+)
 from .predictive import ClassificationPredictive, RegressionPredictive, network_outputs, predict
 
 __all__ = [
@@ -10,6 +18,7 @@ __all__ = [
     "ClassificationPredictive",
     "rmse",
     "accuracy",
+    "interval_coverage",
     "expected_calibration_error",
     "brier_score",
     "predictive_entropy",

@@ -194,3 +194,17 @@ def ood_auroc(score_in: Tensor, score_out: Tensor) -> float:
     n_in, n_out = score_in.numel(), score_out.numel()
     u = ranks[n_in:].sum() - n_out * (n_out + 1) / 2
     return float(u / (n_in * n_out))
+
+
+def interval_coverage(pred: object, y: Tensor, level: float = 0.95) -> float | None:
+    """The share of targets ``y`` inside the central ``level`` interval of the predictive ``pred``
+    (its ``interval(level)``: e.g. a Gaussian with its mean and total variance); None where ``pred``
+    offers no interval, nan where its bounds are not finite (a diverged chain)."""
+    interval = getattr(pred, "interval", None)
+    if not callable(interval):
+        return None
+    lo, hi = interval(level)
+    if not (bool(torch.isfinite(lo).all()) and bool(torch.isfinite(hi).all())):
+        return float("nan")
+    y = y.to(lo.dtype)
+    return float(((y >= lo) & (y <= hi)).to(torch.float64).mean())

@@ -12,7 +12,6 @@ from bnnkit.bench.bandit import (
     EAT,
     METHODS,
     REJECT,
-    Buffer,
     cumulative_regret,
     expected_regret,
     oracle_actions,
@@ -20,6 +19,7 @@ from bnnkit.bench.bandit import (
     run_bandit,
 )
 from bnnkit.core.errors import BnnkitError
+from bnnkit.decisions import ReplayBuffer, one_hot_blocks
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 needs_data = pytest.mark.skipif(
@@ -54,16 +54,6 @@ def test_realised_rewards_follow_the_rule():
     actions = torch.tensor([EAT, REJECT, EAT, EAT, REJECT])
     poisoned = torch.tensor([True, True, True, False, True])
     assert realised_rewards(edible, actions, poisoned).tolist() == [5.0, 0.0, -35.0, 5.0, 0.0]
-
-
-def test_buffer_keeps_the_last_rows():
-    buf = Buffer(4, 2)
-    for i in range(6):
-        buf.add(torch.tensor([float(i), 0.0]), float(i))
-    assert buf.size == 4
-    assert sorted(buf.y.tolist()) == [2.0, 3.0, 4.0, 5.0]
-    xb, yb = buf.sample(64, torch.Generator().manual_seed(0))
-    assert xb.shape == (4, 2) and set(yb.tolist()) <= {2.0, 3.0, 4.0, 5.0}
 
 
 def test_environment_is_the_same_for_every_method_and_pattern():
@@ -104,41 +94,25 @@ def test_comma_separated_strings_are_accepted():
 
 
 @needs_data
-def test_measurement_points_are_mushrooms_with_both_actions():
-    from bnnkit.data.mushroom import load_mushroom
-
-    contexts, _ = load_mushroom(DATA)
-    blocks = bandit.attribute_blocks(contexts)
-    assert len(blocks) == 22 and blocks[-1][1] == contexts.shape[1]
-    points = bandit.BothActionPoints(blocks, num_batch=4, num_random=5)
-    batch = torch.cat([contexts[:10], torch.tensor([[1.0, 0.0]]).expand(10, 2)], 1)
-    xm = points.sample(batch, torch.Generator().manual_seed(0))
-    assert xm.shape[0] <= 18 and xm.shape[1] == contexts.shape[1] + 2
-    assert bool((xm[:, :-2].sum(1) == 22).all()) and bool((xm[:, -2:].sum(1) == 1).all())
-    for lo, hi in blocks:
-        assert bool((xm[:, lo:hi].sum(1) == 1).all())
-
-
-@needs_data
 @pytest.mark.parametrize("method", ["fsgld", "fsghmc", "fbnn"])
 def test_agents_scale_by_the_buffer_size_and_learn(method):
     from bnnkit.data.mushroom import load_mushroom
 
     contexts, _ = load_mushroom(DATA)
     cfg = {**bandit.DEFAULTS, **bandit.QUICK}
-    agent = bandit.make_agent(method, 119, cfg, 0, bandit.attribute_blocks(contexts))
+    agent = bandit.make_agent(method, 119, cfg, 0, one_hot_blocks(contexts))
     assert hasattr(agent.posterior, "gp")  # all three put the GP prior on the reward function
     start = agent.q.mu.detach().clone() if method == "fbnn" else None
     first = agent.posterior
-    buf = Buffer(8, 119)
+    buf = ReplayBuffer(8, 119)
     gen = torch.Generator().manual_seed(0)
     for i in range(12):
         buf.add(torch.cat([contexts[i], torch.tensor([1.0, 0.0])]), 0.25)
-        agent.update(buf, cfg, gen)
+        agent.update(buf, gen)
         if method == "fbnn":  # the data size is an argument of the ELBO terms; the posterior is not changed
             assert agent.posterior is first and first.num_data == 1
         else:  # a posterior (and target) per buffer size, not a mutated one
-            assert agent.posterior.num_data == agent.target.num_data == buf.size == min(i + 1, 8)
+            assert agent.posterior.num_data == buf.size == min(i + 1, 8)
             assert first.num_data == 1
     assert agent.finite() and agent.act(contexts[0], gen) in (EAT, REJECT)
     if method == "fsghmc":  # the momentum is kept across interactions
@@ -161,37 +135,6 @@ def test_sghmc_agents_drift_like_the_sgld_agents_at_the_same_step():
         c = alg.config()
         assert c["step_size"] * c["friction"] == pytest.approx(0.1)  # momentum decay a
         assert c["step_size"] / c["friction"] == pytest.approx(1e-3 / 2)
-
-
-@needs_data
-@pytest.mark.parametrize("method", ["sgld", "sghmc", "fsgld", "fsghmc"])
-def test_the_adaptive_recipe_runs_psgld_and_scale_adapted_sghmc_adapting_online(method):
-    """sg_recipe "adaptive": (f)SGLD is pSGLD at psgld_step / n (rebuilt as the buffer grows),
-    (f)SGHMC scale-adapted SGHMC whose mass keeps adapting (no warm-up end in a bandit)."""
-    from bnnkit.data.mushroom import load_mushroom
-    from bnnkit.sgmcmc import AdaptiveSGHMC, PreconditionedSGLD
-
-    contexts, _ = load_mushroom(DATA)
-    cfg = {**bandit.DEFAULTS, **bandit.QUICK, "sg_recipe": "adaptive"}
-    agent = bandit.make_agent(method, 119, cfg, 0, bandit.attribute_blocks(contexts))
-    buf, gen = Buffer(8, 119), torch.Generator().manual_seed(0)
-    v_hats = []
-    for i in range(6):
-        buf.add(torch.cat([contexts[i], torch.tensor([1.0, 0.0])]), 0.25)
-        agent.update(buf, cfg, gen)
-        alg = agent.algorithm(buf.size)
-        if method.endswith("sghmc"):
-            assert isinstance(alg, AdaptiveSGHMC) and alg.step_size == cfg["asghmc_step"]
-            assert bool(agent.state.adapting)
-            v_hats.append(agent.state.square_avg.clone())
-        else:
-            assert isinstance(alg, PreconditionedSGLD)
-            assert alg.step_size(0) == pytest.approx(cfg["psgld_step"] / buf.size)
-    if v_hats:  # the mass estimate moves after the first step: it is not frozen
-        assert not torch.equal(v_hats[0], v_hats[-1])
-    assert agent.finite() and agent.act(contexts[0], gen) in (EAT, REJECT)
-    with pytest.raises(BnnkitError, match="sg_recipe must be 'plain' or 'adaptive'"):
-        bandit.make_agent(method, 119, {**cfg, "sg_recipe": "fast"}, 0, bandit.attribute_blocks(contexts))
 
 
 @needs_data

@@ -132,21 +132,16 @@ def test_a_stopped_image_run_keeps_finished_methods_and_resume_runs_the_rest(tmp
     assert calls == ["mcdropout"]
 
 
-def test_fsg_prior_fit_is_a_protocol_key(tmp_path):
+def test_fsg_prior_is_the_classification_fit_on_gp_class_rows(tmp_path):
     from bnnkit.bench import image
 
     g = torch.Generator().manual_seed(0)
     x, y = torch.rand(60, 1, 4, 4, generator=g), torch.arange(60) % 10
     cfg = {**image.DEFAULTS, "gp_rows": 40, "gp_class_rows": 30, "gp_steps": 5}
-    assert image.DEFAULTS["gp_fit"] == "classification" and image.DEFAULTS["fsg_recipe"] == "plain"
-    assert image.DEFAULTS["fsg_weight_scale"] is None and image.DEFAULTS["step_size"]["fsgld"] == 6e-6
+    assert image.DEFAULTS["step_size"]["fsgld"] == 6e-6
     gp, fitted = image.fit_gp(x, y, cfg, seed=0)
     assert fitted["fit"] == "classification" and fitted["num_points"] == 30 and "grid" not in fitted
     assert fitted["outputscale"] == pytest.approx(float(gp.kernel.outputscale))
-    _, old = image.fit_gp(x, y, {**cfg, "gp_fit": "regression"}, seed=0)
-    assert "fit" not in old and old["num_points"] == 40
-    with pytest.raises(BnnkitError, match="gp_fit must be one of classification, regression"):
-        image.fit_gp(x, y, {**cfg, "gp_fit": "onehot"}, seed=0)
 
 
 @pytest.mark.skipif(not (DATA / "mnist").exists(), reason="needs ../shared/data/mnist")

@@ -13,13 +13,14 @@ import numpy as np
 import pytest
 import torch
 
-from bnnkit.bench.uci import interval_coverage, run_uci, run_uci_arrays
+from bnnkit.bench.uci import run_uci, run_uci_arrays
 from bnnkit.cli.main import main
 from bnnkit.core.errors import BnnkitError
 from bnnkit.data import write_split_layout
 from bnnkit.data.splits import SPLIT_KINDS, gap_splits, split_dims
 from bnnkit.data.uci import load_uci_columns
 from bnnkit.laplace.predictive import GLMRegressionPredictive
+from bnnkit.predict import interval_coverage
 from bnnkit.predict.predictive import RegressionPredictive
 from tests.helpers import write_uci_folder
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from ..records import pyplot, save_figure
+from ...core.files import pyplot, save_figure
 from .protocol import GREEDY_EPSILON, RUNS_FILE
 
 
@@ -147,8 +147,8 @@ def _markdown(command: Command, summary: dict[str, Any], runs, wall: float, reus
         f"Wall-clock time (varies between runs, unlike the regrets): {when}; ms per interaction: {timing}.",
         "Curves: `bandit_p<p>.png` (mean over seeds, min-max band). Per-run numbers: `bandit.csv`, `bandit.json`,",
         f"`{RUNS_FILE}` (each run as it finished; `--resume` and `--from-runs` read it).",
-        "Protocol choices (bnnkit's where the paper is silent): `protocol` in `bandit.json` and the docstring of",
-        "`bnnkit.bench.bandit`.",
+        "Protocol choices (bnnkit's where the paper is silent): `protocol` in `bandit.json` and",
+        "docs/bandit_protocol.md.",
     ]
     return "\n".join(lines) + "\n"
 
@@ -171,16 +171,7 @@ def _protocol(cfg: dict[str, Any]) -> dict[str, Any]:
         "fsgld_prior": f"RBF GP (isotropic), zero mean, fixed lengthscale {cfg['gp_lengthscale']:g} and outputscale "
         f"{cfg['gp_outputscale']:g}; measurement points: {cfg['gp_points']} minibatch contexts + "
         f"{cfg['gp_random_points']} random mushrooms, both actions each; "
-        + (
-            f"Gaussian weight term sd {cfg['fsgld_weight_scale']}"
-            if cfg["fsgld_weight_term"] == "isotropic"
-            else "weight term = sgld's weight prior (prior_scales)"
-        )
-        + (
-            ""
-            if cfg["gp_action_lengthscale"] is None
-            else f"; action columns' lengthscale {cfg['gp_action_lengthscale']:g}"
-        ),
+        + f"Gaussian weight term sd {cfg['fsgld_weight_scale']}",
         "bbb": f"mean-field Gaussian, {cfg['bbb_estimator']} estimator, init sigma {cfg['bbb_init_sigma']:g}, "
         "Adam on -(n/M E_q log p(batch) - KL)/n, Thompson draw = one draw of all weights from q",
         "greedy": "same network and initial weights, Adam with weight decay on the squared error; "

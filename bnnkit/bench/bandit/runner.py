@@ -14,10 +14,11 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from ...core.errors import BnnkitError
+from ...core.files import append_record, output_folder, read_records, reopen_records, write_report_files
 from ...core.random import make_generator
+from ...decisions import ReplayBuffer, one_hot_blocks
 from ..methods import canonical_methods
-from ..records import append_record, output_folder, read_records, reopen_records, write_report_files
-from .agents import Buffer, attribute_blocks, make_agent
+from .agents import make_agent
 from .protocol import (
     DEFAULTS,
     EAT,
@@ -31,6 +32,7 @@ from .protocol import (
     QUICK_STEPS,
     REJECT,
     REJECT_REWARD,
+    RETIRED,
     RUNS_FILE,
     SEEDS,
     STEPS,
@@ -59,8 +61,8 @@ def play(
     idx, u = environment(contexts.shape[0], steps, seed)
     agent_gen = make_generator(seed, 2 + METHODS.index(method))
     d = contexts.shape[1] + 2
-    agent = make_agent(method, d, cfg, seed, attribute_blocks(contexts))
-    buf = Buffer(cfg["buffer"], d)
+    agent = make_agent(method, d, cfg, seed, one_hot_blocks(contexts))
+    buf = ReplayBuffer(cfg["buffer"], d)
     actions = torch.empty(steps, dtype=torch.long)
     rewards = torch.empty(steps, dtype=torch.float64)
     eat_row, rej_row = torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0])
@@ -69,7 +71,7 @@ def play(
     t0 = time.perf_counter()
     for t in range(steps):
         if buf.size:
-            agent.update(buf, cfg, agent_gen)
+            agent.update(buf, agent_gen)
         i = int(idx[t])
         ctx = contexts[i]
         a = agent.act(ctx, agent_gen)
@@ -340,12 +342,14 @@ def same_run(
 
     A record written before a key joined :data:`DEFAULTS` lacks that key; it is read with the key's
     default (``base``), since a new key's default keeps the earlier behaviour.  A key the record has
-    and the configuration does not (one since removed) never matches, nor does a record of another
+    and the configuration does not (one since removed) never matches unless it holds the value it
+    had (:data:`~bnnkit.bench.bandit.protocol.RETIRED`), nor does a record of another
     protocol version (:data:`~bnnkit.bench.bandit.protocol.PROTOCOL`; none: version 1).
     """
     stored = r.get("config")
     if not isinstance(stored, dict) or r.get("protocol", 1) != PROTOCOL:
         return False
+    stored = {k: v for k, v in stored.items() if k not in RETIRED or v != RETIRED[k]}
     key = (r.get("method"), r.get("pattern"), r.get("seed"), r.get("steps"))
     return key == (method, p, seed, steps) and {**base, **stored} == cfg
 

@@ -6,7 +6,7 @@ Metrics per split: test RMSE, NLL and 95 % interval coverage, in standardised an
 tables give mean +- standard error over splits."""
 
 from ...data.uci import UCIData
-from .cell import interval_coverage, predictive
+from .cell import predictive
 from .protocol import DEFAULT_METHODS, FULL, PROTOCOL, QUICK, UCIProtocol
 from .report import PAPER, make_report
 from .runner import run_uci, run_uci_arrays
@@ -19,7 +19,6 @@ __all__ = [
     "QUICK",
     "UCIData",
     "UCIProtocol",
-    "interval_coverage",
     "make_report",
     "predictive",
     "run_uci",

@@ -18,7 +18,7 @@ from ...diagnostics import ConvergenceWarning
 from ...laplace import Laplace
 from ...nets import mlp
 from ...predict import predict
-from ...predict.metrics import rmse
+from ...predict.metrics import interval_coverage, rmse
 from .protocol import UCIProtocol
 
 # a sampler cell's convergence record: bnnkit.fit's diagnostics, the recipe's stopping rule where it ran
@@ -94,16 +94,3 @@ def test_scores(pred: Any, data: Any) -> dict[str, float]:
         "rmse": rmse(data.unnormalise_y(pred.mean), data.unnormalise_y(data.y_test)),
         "nll": float(-data.unnormalise_log_density(lp).mean()),
     }
-
-
-def interval_coverage(pred: Any, y: torch.Tensor, level: float = 0.95) -> float | None:
-    """The share of targets ``y`` inside the central ``level`` interval of ``pred`` (a Gaussian with
-    its mean and total variance); None where the predictive offers no interval, nan where its
-    bounds are not finite (a diverged chain).  The same in standardised and original units."""
-    if not callable(getattr(pred, "interval", None)):
-        return None
-    lo, hi = pred.interval(level)
-    if not (bool(torch.isfinite(lo).all()) and bool(torch.isfinite(hi).all())):
-        return float("nan")
-    y = y.to(lo.dtype)
-    return float(((y >= lo) & (y <= hi)).to(torch.float64).mean())

@@ -7,48 +7,19 @@ kinds of split or versions of the data in one table.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ...core.errors import BnnkitError
-from ...data.download import sha256
+from ...core.files import read_records
 from ...data.uci import uci_dataset_name
-from ..records import read_records
 from .protocol import CARRIED, PROTOCOL, uses_gp_noise
 
 CELLS_FILE = "uci_cells.jsonl"
-# the files by which a folder is known as a UCI bench output (bnnkit.bench.records.output_folder)
+# the files by which a folder is known as a UCI bench output (bnnkit.core.files.output_folder)
 OUTPUT_MARKS = (CELLS_FILE, "uci_cells.previous.jsonl", "uci.json")
 DATA_KEY = "data_sha256"  # a cell's checksum of its split's data
-
-
-def files_checksum(paths: Iterable[Path], digests: dict[Path, str] | None = None) -> str:
-    """SHA-256 over the files ``paths`` (names and contents, in order): a split's data in the UCI
-    layout.  ``digests`` caches each file's own digest (``data.txt`` is shared by the splits)."""
-    h = hashlib.sha256()
-    for path in paths:
-        if digests is not None and path in digests:
-            digest = digests[path]
-        else:
-            digest = sha256(path)
-            if digests is not None:
-                digests[path] = digest
-        h.update(path.name.encode() + b"\0" + bytes.fromhex(digest))
-    return h.hexdigest()
-
-
-def arrays_checksum(*arrays: Any) -> str:
-    """SHA-256 over ``arrays`` (dtype, shape and bytes of each): a split of data held in memory."""
-    h = hashlib.sha256()
-    for a in arrays:
-        a = np.ascontiguousarray(a)
-        h.update(f"{a.dtype.str}{a.shape}".encode())
-        h.update(a.tobytes())
-    return h.hexdigest()
 
 
 def check_resumed_data(

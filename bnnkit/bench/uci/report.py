@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ...core.files import pyplot, save_figure, write_report_files
 from ...data.uci import uci_dataset_name
 from ..published import SOURCES, published
-from ..records import pyplot, save_figure, write_report_files
 from .protocol import FULL, QUICK
 from .records import seconds_total
 

@@ -15,7 +15,8 @@ import numpy as np
 
 from ...api.methods import METHODS
 from ...core.errors import BnnkitError
-from ...data.download import resolve_root
+from ...core.files import append_record, output_folder, reopen_records
+from ...data.download import arrays_checksum, files_checksum, resolve_root
 from ...data.splits import check_split_kind, split_dims, split_rows
 from ...data.uci import (
     UCIData,
@@ -27,16 +28,13 @@ from ...data.uci import (
     uci_num_splits,
 )
 from ..methods import canonical_methods
-from ..records import append_record, output_folder, reopen_records
 from .cell import run_cell, split_gp
 from .protocol import DEFAULT_METHODS, FULL, QUICK, uses_gp_noise
 from .records import (
     CELLS_FILE,
     DATA_KEY,
     OUTPUT_MARKS,
-    arrays_checksum,
     check_resumed_data,
-    files_checksum,
     read_cells,
     same_run,
     seconds_total,

@@ -1,6 +1,6 @@
-"""The benchmarks' files: JSON-lines records (one line per finished unit of work, a UCI cell, an
-image row or a bandit run, appended as it finishes so that a stop loses only the unit in progress),
-the output folder, the report's JSON / CSV / markdown and its figures."""
+"""Files of long runs: JSON-lines records (one line per finished unit of work, e.g. a benchmark's
+cell, appended and flushed as it finishes so that a stop loses only the unit in progress), a
+checked output folder, a report's JSON / CSV / markdown and its figures."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import BnnkitError
+from .errors import BnnkitError
 
 
 def append_record(path: Path, record: dict[str, Any]) -> None:
