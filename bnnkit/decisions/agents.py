@@ -101,19 +101,19 @@ class VariationalAgent:
         estimator: str = "local",
         num_actions: int = 2,
     ):
-        from ..vi.bbb import BayesByBackprop
-
-        self.posterior = posterior
-        self.bbb = BayesByBackprop(lr=lr, estimator=estimator, kl="closed")
-        self.plan = self.bbb.plan(posterior)
-        self._start(init_sigma, lr, updates, batch_size, num_actions)
-
-    def _start(self, init_sigma: float, lr: float, updates: int, batch_size: int, num_actions: int) -> None:
         from ..vi.meanfield import MeanFieldGaussian
 
-        self.q = MeanFieldGaussian(self.posterior, init_sigma)
+        self.posterior, self.estimator = posterior, estimator
+        self._objective(lr)
+        self.q = MeanFieldGaussian(posterior, init_sigma)
         self.opt = torch.optim.Adam(self.q.parameters(), lr=lr)
         self.updates, self.batch_size, self.num_actions = updates, batch_size, num_actions
+
+    def _objective(self, lr: float) -> None:
+        from ..vi.bbb import BayesByBackprop
+
+        self.bbb = BayesByBackprop(lr=lr, estimator=self.estimator, kl="closed")
+        self.plan = self.bbb.plan(self.posterior)
 
     def _elbo_terms(
         self, batch: tuple[Tensor, Tensor], n: int, gen: torch.Generator
@@ -143,25 +143,19 @@ class VariationalAgent:
 class FunctionalVariationalAgent(VariationalAgent):
     """:class:`VariationalAgent` with the functional ELBO of FBNN (:meth:`~bnnkit.vi.FBNN.terms`):
     ``posterior`` is a :class:`~bnnkit.functional.FunctionalPosterior`, whose GP prior and
-    measurement points give the KL term, estimated from ``function_samples`` draws."""
+    measurement points give the KL term, estimated from ``function_samples`` draws; the other
+    arguments are :class:`VariationalAgent`'s."""
 
-    def __init__(
-        self,
-        posterior: Any,
-        lr: float = 3e-3,
-        updates: int = 8,
-        batch_size: int = 64,
-        init_sigma: float = 0.01,
-        function_samples: int = 10,
-        num_actions: int = 2,
-    ):
+    def __init__(self, posterior: Any, function_samples: int = 10, **kwargs: Any):
+        self.function_samples = function_samples
+        super().__init__(posterior, **kwargs)
+
+    def _objective(self, lr: float) -> None:
         from ..vi.fbnn import FBNN
 
-        self.posterior = posterior
         # include_batch=False: measurement points such as OneHotContextPoints already hold each
         # minibatch context with every action, so the batch rows would repeat points of K.
-        self.fbnn = FBNN(lr=lr, num_function_samples=function_samples, include_batch=False)
-        self._start(init_sigma, lr, updates, batch_size, num_actions)
+        self.fbnn = FBNN(lr=lr, num_function_samples=self.function_samples, include_batch=False)
 
     def _elbo_terms(
         self, batch: tuple[Tensor, Tensor], n: int, gen: torch.Generator
