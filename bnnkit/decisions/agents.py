@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ..core.errors import BnnkitError
 from .inputs import ReplayBuffer, action_inputs
 
 
@@ -50,9 +51,15 @@ class ChainAgent:
         num_actions: int = 2,
     ):
         self.posterior = posterior
-        self.algorithm = (
-            algorithm if callable(algorithm) and not hasattr(algorithm, "build") else (lambda n: algorithm)
-        )
+        if hasattr(algorithm, "build"):
+            self.algorithm: Callable[[int], Any] = lambda n: algorithm
+        elif callable(algorithm):
+            self.algorithm = algorithm
+        else:
+            raise BnnkitError(
+                f"algorithm must be an SG-MCMC algorithm such as SGLD(1e-4), or a function of the buffer "
+                f"size n returning one, got {type(algorithm).__name__}."
+            )
         self.x0 = posterior.initial_position("module") if x0 is None else x0
         self.updates, self.batch_size, self.num_actions = updates, batch_size, num_actions
         self.state: Any = None

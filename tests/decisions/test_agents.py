@@ -11,6 +11,7 @@ import math
 import pytest
 import torch
 
+from bnnkit.core.errors import BnnkitError
 from bnnkit.core.posterior import Posterior
 from bnnkit.decisions import ChainAgent, GreedyAgent, ReplayBuffer, VariationalAgent, action_inputs
 from bnnkit.likelihoods import Gaussian
@@ -90,3 +91,13 @@ def test_greedy_agent_explores_at_rate_epsilon_and_otherwise_takes_the_best_acti
     explorer = GreedyAgent(net, epsilon=0.5)
     freq1 = sum(explorer.act(torch.tensor([1.0]), gen) for _ in range(4000)) / 4000
     assert freq1 == pytest.approx(0.25, abs=0.025)  # half explore, half of those pick action 1
+
+
+def test_chain_agent_takes_an_algorithm_or_a_function_of_the_buffer_size():
+    _, post = _linear_posterior()
+    fixed = ChainAgent(post, SGLD(1e-3))
+    assert fixed.algorithm(7).step_size(0) == pytest.approx(1e-3)
+    scaled = ChainAgent(post, lambda n: SGLD(1e-2 / n))
+    assert scaled.algorithm(10).step_size(0) == pytest.approx(1e-3)
+    with pytest.raises(BnnkitError, match="algorithm must be an SG-MCMC algorithm"):
+        ChainAgent(post, 1e-3)
