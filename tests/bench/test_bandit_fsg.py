@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from bnnkit.bench import bandit
+from bnnkit.core.errors import BnnkitError
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 needs_data = pytest.mark.skipif(
@@ -59,3 +60,8 @@ def test_the_stored_default_agent_runs_rebuild_their_table(tmp_path):
         log=lambda _: None,
     )
     assert len(report["runs"]) == 9  # 3 patterns x 3 seeds
+
+
+def test_a_retired_config_key_is_refused_with_where_it_runs(tmp_path):
+    with pytest.raises(BnnkitError, match="'sg_recipe' has left the protocol.*commit 6fd8c02"):
+        bandit.run_bandit(methods=("sgld",), out=tmp_path, config={"sg_recipe": "adaptive"}, progress=False)

@@ -234,6 +234,11 @@ def _command(methods, patterns, seeds, steps, quick: bool, config: dict[str, Any
     _check_inputs(methods, patterns, seeds, steps)
     overrides = dict(config or {})
     for k in overrides:
+        if k in RETIRED:
+            raise BnnkitError(
+                f"config key {k!r} has left the protocol (measured, not kept: docs/bandit_results.md); "
+                "the runs that used it reproduce at commit 6fd8c02."
+            )
         if k not in DEFAULTS:
             raise BnnkitError(f"unknown config key {k!r}; keys are: {', '.join(DEFAULTS)}.")
     cfg = plain_config(quick, overrides)
