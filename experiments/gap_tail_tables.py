@@ -31,6 +31,7 @@ NAMES = {
     "laplace": "Laplace",
     "ensemble": "deep ensemble",
     "mcdropout": "MC dropout",
+    "nuts": "NUTS (full batch)",
 }
 FUNCTIONAL = ("fsgld", "fsghmc")
 
