@@ -234,3 +234,13 @@ def test_cycle_finder_finds_a_lazy_cycle():
     graph = {"a": {"b": [1]}, "b": {"c": [2]}, "c": {"a": [3]}, "d": {"a": [1]}}
     assert _strongly_connected(graph) == [["a", "b", "c"]]
     assert _cycle_path(graph, ["a", "b", "c"]) == ["a", "b", "c", "a"]
+
+
+def test_the_bench_stays_a_small_part_of_the_package():
+    # The user-facing benches are a protocol, a runner, records and a report each; experiments and
+    # their history live in experiments/ (issue 44's bar: at most 10 % of the package's lines).
+    def lines(files):
+        return sum(len(f.read_text().splitlines()) for f in files)
+
+    bench, total = lines((ROOT / "bench").rglob("*.py")), lines(ROOT.rglob("*.py"))
+    assert bench <= 0.10 * total, f"bnnkit/bench is {bench} of {total} lines ({bench / total:.1%})"

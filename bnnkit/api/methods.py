@@ -88,26 +88,34 @@ def fixed_noise(p: Problem) -> float | None:
         return None
     if p.options.get("noise") is not None:
         return float(p.options["noise"])
-    _, fitted = fitted_gp(p)
-    return max(math.sqrt(fitted["noise_variance"]), NOISE_FLOOR)
+    return gp_noise(fitted_gp(p.x, p.y, p.seed, progress=p.progress)[1])
 
 
-def fitted_gp(p: Problem, kernel: str = "rbf", max_points: int = 1000) -> tuple[Any, dict]:
-    """A GP (``kernel``, default RBF) fitted by marginal likelihood (300 steps) to at most
-    ``max_points`` training rows (seeded by ``p.seed``), as the UCI bench fits it; and the fit's
-    report."""
+def fitted_gp(
+    x: Tensor,
+    y: Tensor,
+    seed: int,
+    *,
+    kernel: str = "rbf",
+    max_points: int = 1000,
+    steps: int = 300,
+    progress: bool = False,
+) -> tuple[Any, dict]:
+    """A GP (``kernel``, default RBF) fitted by marginal likelihood (``steps`` Adam steps) to at
+    most ``max_points`` of the rows ``(x, y)`` (flattened; seeded by ``seed``); and the fit's
+    report.  The fitted baselines' noise (:func:`gp_noise`) and the functional priors come from it."""
     from ..functional import GPPrior
 
-    gp = GPPrior(kernel, input_dim=int(math.prod(p.x.shape[1:])))
-    fitted = gp.fit(
-        p.x.reshape(p.n, -1).cpu(),
-        p.y.cpu(),
-        num_steps=300,
-        max_points=max_points,
-        generator=torch.Generator().manual_seed(p.seed),
-        progress=p.progress,
-    )
+    n = int(x.shape[0])
+    gp = GPPrior(kernel, input_dim=int(math.prod(x.shape[1:])))
+    fitted = gp.fit(x.reshape(n, -1).cpu(), y.cpu(), num_steps=steps, max_points=max_points,
+                    generator=torch.Generator().manual_seed(seed), progress=progress)  # fmt: skip
     return gp, fitted
+
+
+def gp_noise(fitted: dict) -> float:
+    """The fitted baselines' noise sd from a GP fit: its noise, floored at ``NOISE_FLOOR``."""
+    return max(math.sqrt(fitted["noise_variance"]), NOISE_FLOOR)
 
 
 def _weight_space(sampler: str) -> Callable[[Problem], tuple[Posterior, Any]]:
@@ -156,7 +164,8 @@ def _functional(sampler: str) -> Callable[[Problem], tuple[Posterior, Any]]:
         check_int_at_least("gp_points", points, 2)
         # the Vecchia factors a step's prior term is estimated from (default: Vecchia's, 8)
         form = Vecchia(factors_per_step=p.options.get("prior_factors", Vecchia.factors_per_step))
-        gp, _ = fitted_gp(p, p.options.get("kernel", "rbf"), points)
+        kernel = p.options.get("kernel", "rbf")
+        gp, _ = fitted_gp(p.x, p.y, p.seed, kernel=kernel, max_points=points, progress=p.progress)
         box = int(p.options.get("box_points", 0))
         meas: Any
         if box:  # and points uniform in the box around the inputs, where the data say nothing

@@ -30,7 +30,7 @@ from ..core.files import append_record, output_folder, pyplot, reopen_records, s
 from ..core.posterior import Posterior
 from ..core.random import global_rng_seeded
 from ..data.minibatch import Minibatches
-from ..data.mnist import load_mnist
+from ..data.mnist import load_image_task
 from ..likelihoods import Categorical
 from ..nets import resnet18, small_cnn
 from ..predict import expected_calibration_error, ood_auroc, predictive_entropy
@@ -53,8 +53,6 @@ METHODS = (
     "laplace",
 )
 MODELS = ("cnn", "resnet18")
-DATASETS = ("mnist", "fmnist", "fmnist-partial")
-PARTIAL_TEST_ROWS = 1000  # fmnist-partial: the last 1000 available images are its test set
 DEFAULTS = {
     "default_recipe": None,  # the default row's recipe: None is bnnkit.api.DEFAULT_RECIPE (its own budget)
     "batch_size": 125,
@@ -114,42 +112,6 @@ def build_net(model: str, dropout: float | None = None, width: int | None = None
     if model == "resnet18":
         return resnet18(10, in_channels=1, width=64 if width is None else width, dropout=dropout)
     raise BnnkitError(f"model must be one of {', '.join(MODELS)}, got {model!r}.")
-
-
-class _AsImages(torch.nn.Module):
-    """Rows ``[N, ...]`` (flat pixels or images) reshaped to images ``[N, *shape]``."""
-
-    def __init__(self, shape: tuple[int, ...]):
-        super().__init__()
-        self.shape = tuple(shape)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x.reshape(x.shape[0], *self.shape)
-
-
-def load_task(dataset: str, root: str | None, download: bool, cfg: dict):
-    other = {"mnist": "fmnist", "fmnist": "mnist", "fmnist-partial": "mnist"}.get(dataset)
-    if other is None:
-        raise BnnkitError(f"dataset must be one of {', '.join(DATASETS)}, got {dataset!r}.")
-    if dataset == "fmnist-partial":
-        x_all, y_all = load_mnist(root, train=False, download=download, kind="fmnist", allow_partial=True)
-        cut_at = x_all.shape[0] - PARTIAL_TEST_ROWS
-        x_tr, y_tr, x_te, y_te = x_all[:cut_at], y_all[:cut_at], x_all[cut_at:], y_all[cut_at:]
-    else:
-        try:
-            x_tr, y_tr = load_mnist(root, train=True, download=download, kind=dataset)
-        except BnnkitError as err:
-            if dataset != "fmnist" or download:
-                raise
-            raise BnnkitError(
-                f"{err} Offline, --dataset fmnist-partial trains on the Fashion-MNIST test images that are "
-                "present (a smaller protocol, see bnnkit.bench.image)."
-            ) from err
-        x_te, y_te = load_mnist(root, train=False, download=download, kind=dataset, allow_partial=True)
-    x_ood, _ = load_mnist(root, train=False, download=download, kind=other, allow_partial=True)
-
-    rows = (cfg["train_rows"], cfg["train_rows"], cfg["test_rows"], cfg["test_rows"], cfg["ood_rows"])
-    return (*(t if k is None else t[:k] for t, k in zip((x_tr, y_tr, x_te, y_te, x_ood), rows)), other)
 
 
 def fit_gp(x: torch.Tensor, y: torch.Tensor, cfg: dict, seed: int):
@@ -235,10 +197,11 @@ def _baseline_draws(method, post, net, dropout_net, x, y, cfg, seed, progress, g
     if method == "fbnn":
         c = cfg["fbnn"]
         # FBNN puts the measurement rows (flat pixels, as the GP sees them) and the minibatch into
-        # one network call, so it is given flat pixels and a network that reshapes them to images
+        # one network call, so it is given flat pixels and a network that reshapes any rows
+        # (flat or images, as the test set's) to images
         flat = x.reshape(n, -1)
         meas = MeasurementPoints(num_from_data=c["measurement"], num_uniform=0)
-        module = torch.nn.Sequential(_AsImages(x.shape[1:]), net)
+        module = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Unflatten(1, tuple(x.shape[1:])), net)
         post = FunctionalPosterior(module, Categorical(), gp, meas, flat)
         fit = FBNN(
             lr=c["lr"],
@@ -351,7 +314,8 @@ def run_image(
         settings["device"] = device
     records = out / ROWS_FILE
     done = _reused_rows(records, resume, settings, methods, log)
-    x, y, x_te, y_te, x_ood, ood_name = load_task(dataset, root, download, cfg)
+    rows = {k: cfg[k] for k in ("train_rows", "test_rows", "ood_rows")}
+    x, y, x_te, y_te, x_ood, ood_name = load_image_task(dataset, root, download, **rows)
     x, y, x_te, y_te, x_ood = (t.to(device) for t in (x, y, x_te, y_te, x_ood))
     gp, fitted = _gp_prior(methods, done, x, y, cfg, seed, log)
     rows, reliab = [], {}

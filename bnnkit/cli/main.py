@@ -60,6 +60,20 @@ def _names(text: str) -> list[str]:
     return names
 
 
+def _numbers(kind: type) -> Callable[[str], list]:
+    """An argparse ``type=``: comma-separated numbers of ``kind`` (e.g. ``0.4,0.5``)."""
+
+    def parse(text: str) -> list:
+        try:
+            return [kind(v) for v in text.split(",") if v.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"must be comma-separated {kind.__name__}s, got {text!r}"
+            ) from None
+
+    return parse
+
+
 POSITIVE = _int_in(1)
 COUNT = _int_in(0)
 THREADS = _int_in(1, MAX_THREADS)
@@ -252,8 +266,13 @@ def _add_bench_bandit(bench_sub: Any) -> None:
         default=None,
         help="comma-separated (default: all: sgld,fsgld,bbb,greedy0,greedy1,greedy5,sghmc,fsghmc,fbnn,laplace,default)",
     )
-    ban.add_argument("--patterns", default=None, help="poison probabilities, e.g. 0.4,0.5,0.6 (the default)")
-    ban.add_argument("--seeds", default=None, help="e.g. 0,1,2 (the default)")
+    ban.add_argument(
+        "--patterns",
+        type=_numbers(float),
+        default=None,
+        help="poison probabilities, e.g. 0.4,0.5,0.6 (the default)",
+    )
+    ban.add_argument("--seeds", type=_numbers(int), default=None, help="e.g. 0,1,2 (the default)")
     ban.add_argument(
         "--steps", type=POSITIVE, default=None, help="interactions (default 10000; --quick: 300)"
     )

@@ -178,3 +178,44 @@ def load_mnist(
     x = torch.from_numpy(images.astype(np.float64 if dtype == torch.float64 else np.float32))
     x = x.div_(255.0).unsqueeze(1).to(dtype)
     return x, torch.from_numpy(labels.astype(np.int64))
+
+
+# An image task: the data set trained and tested on -> the data set whose test images are its
+# out-of-distribution inputs.  "fmnist-partial" is the offline stand-in for Fashion-MNIST: its
+# training images are the test images present but the last PARTIAL_TEST_ROWS, tested on those.
+IMAGE_TASKS = {"mnist": "fmnist", "fmnist": "mnist", "fmnist-partial": "mnist"}
+PARTIAL_TEST_ROWS = 1000
+
+
+def load_image_task(
+    dataset: str,
+    root: str | os.PathLike[str] | None = None,
+    download: bool = False,
+    train_rows: int | None = None,
+    test_rows: int | None = None,
+    ood_rows: int | None = None,
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, str]:
+    """Training images and labels, test images and labels, the out-of-distribution images (the other
+    set's test images) and that set's name, for ``dataset`` of :data:`IMAGE_TASKS`; each cut to
+    its first ``*_rows`` rows where given."""
+    other = IMAGE_TASKS.get(dataset)
+    if other is None:
+        raise BnnkitError(f"dataset must be one of {', '.join(IMAGE_TASKS)}, got {dataset!r}.")
+    if dataset == "fmnist-partial":
+        x_all, y_all = load_mnist(root, train=False, download=download, kind="fmnist", allow_partial=True)
+        cut_at = x_all.shape[0] - PARTIAL_TEST_ROWS
+        x_tr, y_tr, x_te, y_te = x_all[:cut_at], y_all[:cut_at], x_all[cut_at:], y_all[cut_at:]
+    else:
+        try:
+            x_tr, y_tr = load_mnist(root, train=True, download=download, kind=dataset)
+        except BnnkitError as err:
+            if dataset != "fmnist" or download:
+                raise
+            raise BnnkitError(
+                f"{err} Offline, dataset fmnist-partial trains on the Fashion-MNIST test images that are "
+                "present (a smaller protocol, see bnnkit.data.mnist.load_image_task)."
+            ) from err
+        x_te, y_te = load_mnist(root, train=False, download=download, kind=dataset, allow_partial=True)
+    x_ood, _ = load_mnist(root, train=False, download=download, kind=other, allow_partial=True)
+    rows = (train_rows, train_rows, test_rows, test_rows, ood_rows)
+    return (*(t if k is None else t[:k] for t, k in zip((x_tr, y_tr, x_te, y_te, x_ood), rows)), other)

@@ -149,17 +149,16 @@ def test_image_default_row_is_what_fit_gives(tmp_path):
     """The image bench's default row is bnnkit.fit(net, (x, y)) with the same network and seed."""
     import bnnkit
     from bnnkit.api.recipe import SamplerRecipe
-    from bnnkit.bench.image import QUICK, build_net, load_task
+    from bnnkit.bench.image import QUICK, build_net
     from bnnkit.core.random import global_rng_seeded
+    from bnnkit.data.mnist import load_image_task
     from bnnkit.predict import expected_calibration_error
 
     report = run_image(
         "mnist", ("default",), out=tmp_path, root=str(DATA), quick=True, progress=False, log=lambda s: None
     )
     row = report["rows"][0]
-    x, y, x_te, y_te, _, _ = load_task(
-        "mnist", str(DATA), False, {**QUICK, "batch_size": 125, "train_rows": 600}
-    )
+    x, y, x_te, y_te, _, _ = load_image_task("mnist", str(DATA), train_rows=600, test_rows=QUICK["test_rows"])
     with global_rng_seeded(0):
         net = build_net("cnn")
     fit = bnnkit.fit(net, (x, y), seed=0, progress=False, recipe=SamplerRecipe(**QUICK["default_recipe"]))

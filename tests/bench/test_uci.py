@@ -260,7 +260,10 @@ def test_gp_fit_is_seeded_by_split_and_splits_past_a_sets_own_are_skipped(tmp_pa
     assert seen == [5, 6]  # seed + split, whatever the global RNG holds
     # protein has 5 standard splits: `--splits 10` over several sets must not stop at its split 5
     assert runner.uci_num_splits("protein", root=str(DATA)) == 5
-    monkeypatch.setattr(runner, "uci_num_splits", lambda name, root=None: 1)
+    import bnnkit.data.sources as sources
+
+    for module in (runner, sources):
+        monkeypatch.setattr(module, "uci_num_splits", lambda name, root=None: 1)
     said = []
     rep = run_uci(
         ["yacht"], ["bbb"], splits=3, out=tmp_path / "b", root=str(DATA), **{**QUIET, "log": said.append}

@@ -12,7 +12,7 @@ import torch
 
 from bnnkit.core.errors import BnnkitError
 from bnnkit.data.download import data_dir, fetch, require_file, sha256
-from bnnkit.data.mnist import load_mnist
+from bnnkit.data.mnist import load_image_task, load_mnist
 from bnnkit.data.mushroom import MUSHROOM_SHA256, load_mushroom
 from bnnkit.data.uci import UCI_ALIASES, UCI_DATASETS, load_uci
 
@@ -207,6 +207,28 @@ def test_fashion_mnist(shared: Path) -> None:
     # The labels of the partial images are the first n test labels in the original order.
     _, full = _idx_labels(folder / "t10k-labels-idx1-ubyte.gz")
     assert torch.equal(y, torch.from_numpy(full[:n].astype(np.int64)))
+
+
+def test_image_tasks_pair_a_set_with_its_out_of_distribution_images(shared: Path) -> None:
+    if not (shared / "fashion-mnist").is_dir():
+        pytest.skip("no Fashion-MNIST in the offline data")
+    x, y, x_te, y_te, x_ood, ood = load_image_task("fmnist-partial", shared, ood_rows=50)
+    fm_x, fm_y = load_mnist(root=shared, train=False, kind="fmnist", allow_partial=True)
+    # trained on the images present but the last 1000, tested on those: disjoint, in order
+    assert x.shape[0] == fm_x.shape[0] - 1000 and x_te.shape[0] == 1000 and ood == "mnist"
+    assert torch.equal(x_te, fm_x[-1000:]) and torch.equal(y, fm_y[:-1000])
+    assert torch.equal(x_ood, load_mnist(root=shared, train=False)[0][:50])
+    x, y, x_te, y_te, x_ood, ood = load_image_task("mnist", shared, train_rows=30, test_rows=20, ood_rows=10)
+    assert (x.shape[0], y.shape[0], x_te.shape[0], y_te.shape[0], x_ood.shape[0], ood) == (
+        30,
+        30,
+        20,
+        20,
+        10,
+        "fmnist",
+    )
+    with pytest.raises(BnnkitError, match="dataset must be one of mnist, fmnist, fmnist-partial"):
+        load_image_task("cifar10", shared)
 
 
 def _idx_labels(path: Path) -> tuple[int, np.ndarray]:

@@ -31,4 +31,4 @@ from .protocol import (  # noqa: F401
     plain_config,
     realised_rewards,
 )
-from .runner import command_line, play, public_record, run_bandit, same_run, split_values  # noqa: F401
+from .runner import command_line, play, public_record, run_bandit, same_run  # noqa: F401

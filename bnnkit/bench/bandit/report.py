@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from ...core.files import pyplot, save_figure
-from .protocol import GREEDY_EPSILON, RUNS_FILE
+from .protocol import GREEDY_EPSILON, PROTOCOL, RUNS_FILE
 
 
 def _fmt_list(values: Sequence[Any]) -> str:
@@ -64,7 +64,8 @@ def _report(
         "patterns": list(command.patterns),
         "seeds": list(command.seeds),
         "steps": command.steps,
-        "protocol": _protocol(command.cfg),
+        # the values it ran with; the rules in words: docs/bandit_protocol.md (one place)
+        "protocol": {**command.cfg, "version": PROTOCOL},
         "summary": summary,
         "curve_interactions": command.grid,
         "runs": runs,
@@ -151,42 +152,6 @@ def _markdown(command: Command, summary: dict[str, Any], runs, wall: float, reus
         "docs/bandit_protocol.md.",
     ]
     return "\n".join(lines) + "\n"
-
-
-def _protocol(cfg: dict[str, Any]) -> dict[str, Any]:
-    """The configuration and the protocol's rules in words, as ``bandit.json`` states them."""
-    return {
-        **cfg,
-        "reward_rule": "eat edible +5; eat poisonous -35 with probability p, else +5; reject 0",
-        "oracle": "eats exactly the edible mushrooms",
-        "regret": "expected: E[oracle reward] - E[reward of the chosen action] per interaction",
-        "input": "117-column one-hot context + one-hot action (eat, reject)",
-        "network": f"119-{cfg['hidden']}-{cfg['hidden']}-1 ReLU MLP, output = predicted scaled reward",
-        "likelihood": f"Gaussian, noise {cfg['noise']} on rewards x {cfg['reward_scale']:g}",
-        "thompson": f"one draw per decision after {cfg['updates']} update(s) ({cfg['bbb_updates']} for bbb) on "
-        f"minibatches of {cfg['batch_size']} drawn with replacement from the last {cfg['buffer']} interactions",
-        "weight_prior": "sgld and bbb: N(0, s^2) with s from prior_scales by parameter-name prefix",
-        "sgld_step_size": "eps = min(2 sgld_lr noise^2 / n, sgld_max_step), n = buffer size = num_data; "
-        "fsgld likewise with fsgld_lr, fsgld_max_step",
-        "fsgld_prior": f"RBF GP (isotropic), zero mean, fixed lengthscale {cfg['gp_lengthscale']:g} and outputscale "
-        f"{cfg['gp_outputscale']:g}; measurement points: {cfg['gp_points']} minibatch contexts + "
-        f"{cfg['gp_random_points']} random mushrooms, both actions each; "
-        + f"Gaussian weight term sd {cfg['fsgld_weight_scale']}",
-        "bbb": f"mean-field Gaussian, {cfg['bbb_estimator']} estimator, init sigma {cfg['bbb_init_sigma']:g}, "
-        "Adam on -(n/M E_q log p(batch) - KL)/n, Thompson draw = one draw of all weights from q",
-        "greedy": "same network and initial weights, Adam with weight decay on the squared error; "
-        "epsilon 0, 0.01, 0.05",
-        "laplace": f"greedy0's network; every {cfg['laplace_every']} interactions a last-layer full-GGN Laplace "
-        "(the noise and weight prior above, no evidence tuning) around its weights on the whole buffer; "
-        "Thompson draw = one draw of the last layer",
-        "default": f"bnnkit.fit(net, buffer) with its defaults (the default sampler recipe, noise learnt) after "
-        f"{cfg['default_first_fit']} interactions and again each time their number doubles, on the whole "
-        "buffer; Thompson draw = one of its draws (Fit.sample_functions); untrained network before the first fit",
-        "randomness": "mushrooms make_generator(seed, 0), poison outcomes make_generator(seed, 1), agent "
-        "make_generator(seed, 2 + index of the method in METHODS); initial weights: PyTorch's default init "
-        "under the global CPU RNG seeded with seed, in a fork (global_rng_seeded(seed))",
-        "band": "min-max over seeds",
-    }
 
 
 COLOURS = {

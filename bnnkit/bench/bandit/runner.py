@@ -132,23 +132,16 @@ def _check_inputs(methods, patterns, seeds, steps) -> None:
         raise BnnkitError(f"steps (interactions per run) must be an integer >= 1, got {steps!r}.")
 
 
-def split_values(values: Any, kind: type, name: str) -> list[Any]:
-    """A sequence, or a comma-separated string (as on the command line), as a list; strings are
-    converted to ``kind`` and integer patterns to floats; a repeat is refused."""
-    if isinstance(values, str):
-        values = [v.strip() for v in values.split(",") if v.strip()]
-    out = []
-    for v in values:
-        if isinstance(v, str) and kind is not str:
-            try:
-                v = kind(v)
-            except ValueError:
-                raise BnnkitError(
-                    f"{name} must be {kind.__name__}s (comma-separated on the command line), got {v!r}."
-                ) from None
-        elif kind is float and isinstance(v, int) and not isinstance(v, bool):
-            v = float(v)
-        out.append(v)
+DEFAULT_EXAMPLE = {"methods": "'sgld', 'bbb'", "patterns": "0.4, 0.5", "seeds": "0, 1"}
+
+
+def _distinct(values: Sequence[Any], name: str) -> tuple[Any, ...]:
+    """``values`` as a tuple (integer patterns as floats); a string or a repeat is refused."""
+    if isinstance(values, str):  # the command line splits its comma lists; a string here is a slip
+        raise BnnkitError(
+            f"{name} must be a sequence, e.g. {name}=({DEFAULT_EXAMPLE[name]}), got {values!r}."
+        )
+    out = tuple(float(v) if name == "patterns" and type(v) is int else v for v in values)
     if len(set(out)) != len(out):
         raise BnnkitError(f"{name} repeat an entry ({_fmt_list(out)}); give each once.")
     return out
@@ -227,9 +220,9 @@ def _command(methods, patterns, seeds, steps, quick: bool, config: dict[str, Any
         patterns = QUICK_PATTERNS if quick else PATTERNS
     if seeds is None:
         seeds = QUICK_SEEDS if quick else SEEDS
-    methods = tuple(split_values(methods, str, "methods"))
-    patterns = tuple(split_values(patterns, float, "patterns"))
-    seeds = tuple(split_values(seeds, int, "seeds"))
+    methods, patterns, seeds = (
+        _distinct(v, k) for v, k in ((methods, "methods"), (patterns, "patterns"), (seeds, "seeds"))
+    )
     steps = steps if steps is not None else (QUICK_STEPS if quick else STEPS)
     _check_inputs(methods, patterns, seeds, steps)
     overrides = dict(config or {})

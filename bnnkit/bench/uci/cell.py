@@ -3,7 +3,6 @@ scores of its predictive on the split's test rows."""
 
 from __future__ import annotations
 
-import math
 import time
 import warnings
 from typing import Any
@@ -11,7 +10,7 @@ from typing import Any
 import torch
 
 from ...api import fit
-from ...api.methods import METHODS, NOISE_FLOOR
+from ...api.methods import METHODS, fitted_gp, gp_noise
 from ...core.errors import DivergenceError
 from ...core.random import global_rng_seeded
 from ...diagnostics import ConvergenceWarning
@@ -27,22 +26,12 @@ CONVERGENCE = ("rhat", "ess", "draws_per_chain", "stopped", "map_steps")
 
 def split_gp(data: Any, cfg: UCIProtocol, seed: int) -> tuple[float, dict[str, Any], float]:
     """The noise sd (standardised) that the fitted baselines take, the GP fit's report and its
-    seconds: an RBF GP fitted by marginal likelihood to the split's training rows as
-    :func:`bnnkit.api.methods.fitted_gp` fits it for a user's call (seeded by ``seed``)."""
-    from ...functional import GPPrior
-
+    seconds: the GP :func:`bnnkit.fit` fits for a user's call (:func:`~bnnkit.api.methods.fitted_gp`)."""
     t0 = time.perf_counter()
-    gp = GPPrior("rbf", input_dim=data.x_train.shape[1])
-    fitted = gp.fit(
-        data.x_train,
-        data.y_train,
-        num_steps=cfg.gp_fit_steps,
-        max_points=cfg.gp_fit_max_points,
-        generator=torch.Generator().manual_seed(seed),
-        progress=False,
+    _, fitted = fitted_gp(
+        data.x_train, data.y_train, seed, max_points=cfg.gp_fit_max_points, steps=cfg.gp_fit_steps
     )
-    noise = max(math.sqrt(fitted["noise_variance"]), NOISE_FLOOR)
-    return noise, fitted, time.perf_counter() - t0
+    return gp_noise(fitted), fitted, time.perf_counter() - t0
 
 
 def fit_cell(method: str, data: Any, cfg: UCIProtocol, noise: float | None, seed: int, progress: bool):

@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,17 +15,9 @@ import numpy as np
 from ...api.methods import METHODS
 from ...core.errors import BnnkitError
 from ...core.files import append_record, output_folder, reopen_records
-from ...data.download import arrays_checksum, files_checksum, resolve_root
-from ...data.splits import check_split_kind, split_dims, split_rows
-from ...data.uci import (
-    UCIData,
-    UCISplit,
-    is_known_uci,
-    load_uci,
-    load_uci_columns,
-    uci_dataset_name,
-    uci_num_splits,
-)
+from ...data.sources import SplitSource, arrays_source, folder_source, kind_source
+from ...data.splits import check_split_kind, split_rows
+from ...data.uci import UCIData, UCISplit, is_known_uci, load_uci, uci_dataset_name, uci_num_splits
 from ..methods import canonical_methods
 from .cell import run_cell, split_gp
 from .protocol import DEFAULT_METHODS, FULL, QUICK, uses_gp_noise
@@ -41,75 +32,6 @@ from .records import (
     settings,
 )
 from .report import make_report, write
-
-
-@dataclass(frozen=True)
-class _Source:
-    """Where a data set's splits come from (a UCI-layout folder or arrays): ``num_splits`` is read
-    when first needed (a run needs only the files of its splits); ``checksum(split)``, the split's
-    data checksum its cells carry; ``where`` names the data in messages; ``kind`` of split and
-    ``dim(split)``, the input dimension a gap or tail split holds out a region of."""
-
-    name: str
-    num_splits: Callable[[], int]
-    load: Callable[[int], UCISplit]
-    checksum: Callable[[int], str]
-    where: str
-    kind: str = "random"
-    dim: Callable[[int], int | None] = lambda split: None
-
-
-def _folder_source(dataset: str, root: str | None) -> _Source:
-    name = uci_dataset_name(dataset)
-    folder = resolve_root(root) / "uci" / name
-    digests: dict[Path, str] = {}  # data.txt is read once for all the splits
-
-    def checksum(split: int) -> str:
-        files = ("data.txt", "index_features.txt", "index_target.txt")
-        files += (f"index_train_{split}.txt", f"index_test_{split}.txt")
-        try:
-            return files_checksum([folder / f for f in files], digests)
-        except FileNotFoundError:
-            load_uci(name, split, root=root)  # an error that names the missing file and the layout
-            raise
-
-    return _Source(
-        name=name,
-        num_splits=lambda: uci_num_splits(name, root=root),
-        load=lambda split: load_uci(name, split, root=root),
-        checksum=checksum,
-        where=f"{folder}/",
-    )
-
-
-def _kind_source(dataset: str, root: str | None, kind: str) -> _Source:
-    """The ``kind`` (gap or tail) splits of a UCI-layout set, made from its ``data.txt`` and feature
-    columns (:func:`bnnkit.data.splits.split_rows`; not the folder's index files).  A split's
-    checksum covers the layout's data files, the kind and its rows."""
-    name = uci_dataset_name(dataset)
-    folder = resolve_root(root) / "uci" / name
-    x, y = load_uci_columns(name, root=root)
-    base = files_checksum([folder / f for f in ("data.txt", "index_features.txt", "index_target.txt")])
-    data = UCIData.from_arrays(x, y, split_rows(x, kind), name=name)
-    return _arrays_source(data, kind, base, where=f"{folder}/ ({kind} splits)")
-
-
-def _arrays_source(data: UCIData, kind: str = "random", base: str | None = None, where: str = "") -> _Source:
-    """The splits of ``data``; a split's checksum is of ``base`` (default: the arrays'), the kind of
-    split (not for a random one, as cells written before kinds were recorded) and its rows."""
-    head: list[Any] = [np.frombuffer(bytes.fromhex(base or arrays_checksum(data.x, data.y)), dtype=np.uint8)]
-    if kind != "random":
-        head.append(np.frombuffer(kind.encode(), dtype=np.uint8))
-    dims = split_dims(data.x, kind) if kind != "random" else None
-    return _Source(
-        name=data.name,
-        num_splits=lambda: data.num_splits,
-        load=data.split,
-        checksum=lambda split: arrays_checksum(*head, *data.splits[split]),
-        where=where or "the arrays given",
-        kind=kind,
-        dim=lambda split: None if dims is None else dims[split],
-    )
 
 
 def run_uci(
@@ -154,13 +76,13 @@ def run_uci(
         out = output_folder(out, OUTPUT_MARKS, "bnnkit bench uci")
     else:
         if split_kind == "random":
-            sources = [_folder_source(n, root) for n in names]
+            sources = [folder_source(n, root) for n in names]
             for name in names:  # an own folder's layout is checked before anything runs or is written
                 if not is_known_uci(name):
                     for split in range(first_split, min(splits, uci_num_splits(name, root=root))):
                         load_uci(name, split, root=root)
         else:  # each set's data is read and split before anything runs or is written
-            sources = [_kind_source(n, root, split_kind) for n in names]
+            sources = [kind_source(n, root, split_kind) for n in names]
         out = output_folder(out, OUTPUT_MARKS, "bnnkit bench uci")  # before anything runs or is written
         cells = _run_cells(sources, methods, splits, first_split, out, quick, seed, progress, log, resume)
     own_data = root is not None and not all(is_known_uci(d) for d in datasets)
@@ -226,7 +148,7 @@ def run_uci_arrays(
     out = output_folder(out, OUTPUT_MARKS, "bnnkit bench uci")
     n = data.num_splits
     cells = _run_cells(
-        [_arrays_source(data, split_kind)], methods, n, 0, out, quick, seed, progress, log, resume
+        [arrays_source(data, split_kind)], methods, n, 0, out, quick, seed, progress, log, resume
     )
     command = (
         f"bnnkit.bench.uci.run_uci_arrays(x, y, splits={splits if isinstance(splits, int) else n}, "
@@ -254,7 +176,7 @@ def _check_splits(splits: int, first_split: int) -> None:
 
 
 def _run_cells(
-    sources: Sequence[_Source],
+    sources: Sequence[SplitSource],
     methods: Sequence[str],
     splits: int,
     first_split: int,
@@ -306,7 +228,13 @@ def _run_cells(
 
 
 def _run_split(
-    source: _Source, split: int, methods: Sequence[str], quick: bool, seed: int, progress: bool, log: Callable
+    source: SplitSource,
+    split: int,
+    methods: Sequence[str],
+    quick: bool,
+    seed: int,
+    progress: bool,
+    log: Callable,
 ) -> dict[str, dict[str, Any]]:
     """The cells of ``methods`` on one split; the split's GP is fitted once, if one of them takes its noise."""
     cfg = QUICK if quick else FULL
@@ -343,7 +271,7 @@ def _check_resumed(
     kept: list[dict[str, Any]],
     done: dict[tuple, dict[str, Any]],
     partial: Path,
-    sources: Sequence[_Source],
+    sources: Sequence[SplitSource],
     methods: Sequence[str],
     splits: int,
     first_split: int,
