@@ -13,6 +13,9 @@ them.  Every set comes from a package, offline; nothing is committed.
   9 features (yes/no as 0/1), target the price.
 - ``airquality``: New York ozone, May-September 1973 (R datasets), the 111 complete rows, target
   ozone from solar radiation, wind, temperature, month and day.
+- ``diamonds``: ggplot2's diamond prices (pydataset), 53,940 rows, 9 features (cut, colour and
+  clarity as their ranks), target the price in US dollars: a set as large as protein, added to
+  confirm a change that only large sets feel (the default recipe's MAP cap).
 """
 
 from __future__ import annotations
@@ -44,11 +47,22 @@ def sets() -> dict[str, tuple[np.ndarray, np.ndarray]]:
     out["computers"] = (c.drop(columns="price").to_numpy(float), c["price"].to_numpy(float))
     a = data("airquality").dropna()
     out["airquality"] = (a.drop(columns="Ozone").to_numpy(float), a["Ozone"].to_numpy(float))
+    g = data("diamonds").copy()
+    ranks = {
+        "cut": ["Fair", "Good", "Very Good", "Premium", "Ideal"],
+        "color": ["J", "I", "H", "G", "F", "E", "D"],
+        "clarity": ["I1", "SI2", "SI1", "VS2", "VS1", "VVS2", "VVS1", "IF"],
+    }
+    for col, order in ranks.items():
+        g[col] = g[col].map({v: float(i) for i, v in enumerate(order)})
+    out["diamonds"] = (g.drop(columns="price").to_numpy(float), g["price"].to_numpy(float))
     return out
 
 
-def write(root: Path) -> None:
+def write(root: Path, names: list[str] | None = None) -> None:
     for name, (x, y) in sets().items():
+        if names and name not in names:
+            continue
         folder = root / "uci" / name
         folder.mkdir(parents=True, exist_ok=True)
         np.savetxt(folder / "data.txt", np.column_stack([x, y]))
@@ -68,7 +82,9 @@ def write(root: Path) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True, help="the data folder to write DIR/uci/NAME/ into")
-    write(Path(p.parse_args().out))
+    p.add_argument("--sets", default=None, help="comma-separated (default: all)")
+    a = p.parse_args()
+    write(Path(a.out), a.sets.split(",") if a.sets else None)
 
 
 if __name__ == "__main__":

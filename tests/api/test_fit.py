@@ -386,3 +386,26 @@ def test_a_handful_of_rows_fits_without_a_held_out_score():
     steps = f.draws.config["convergence"]["map_steps"]
     assert all(ran == SHORT.map_max_steps for _, ran in steps.values())
     assert torch.isfinite(f.predict(x).mean).all()
+
+
+def test_a_classifier_stops_its_map_phase_at_its_own_cap():
+    from bnnkit.api.recipe import map_steps_cap
+
+    r = SamplerRecipe()
+    assert map_steps_cap(r, 50_000, 32) == r.map_max_steps == 60_000
+    assert map_steps_cap(r, 50_000, 32, classifier=True) == r.map_max_steps_classifier == 20_000
+    assert (
+        map_steps_cap(SamplerRecipe(map_max_steps=60), 50_000, 32, classifier=True) == 60
+    )  # short stays short
+    # through fit, on 4 rows (no held-out row: each MAP phase runs its whole budget)
+    recipe = SamplerRecipe(map_max_steps=40, map_max_steps_classifier=15, chains=2, burn_in=5, draws=8, thin=1,
+                           check_every=4)  # fmt: skip
+    x = torch.randn(4, 2, generator=torch.Generator().manual_seed(0))
+    ran = {}
+    for kind, y in (("classifier", torch.tensor([0, 1, 0, 1])), ("regression", torch.randn(4))):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            f = bnnkit.fit(torch.nn.Linear(2, 2 if kind == "classifier" else 1), (x, y), recipe=recipe, seed=0,
+                           progress=False)  # fmt: skip
+        ran[kind] = {r for _, r in f.draws.config["convergence"]["map_steps"].values()}
+    assert ran == {"classifier": {15}, "regression": {40}}

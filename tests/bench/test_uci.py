@@ -295,3 +295,21 @@ def test_first_split_runs_the_single_runs_later_splits(tmp_path):
             run_uci(
                 ["mine2"], ["bbb"], splits=2, first_split=bad, out=tmp_path / "c", root=str(tmp_path / "data")
             )
+
+
+def test_protocol_13_cells_are_taken_where_protocol_14_runs_them_the_same():
+    from bnnkit.bench.uci.records import same_run
+
+    def cell(method, protocol=13, ran=(4800, 9776)):
+        steps = {str(c): [r - 100, r] for c, r in enumerate(ran)}
+        return dict(
+            dataset="yacht", split=2, method=method, seed=2, quick=False, protocol=protocol, map_steps=steps
+        )
+
+    assert PROTOCOL == 14
+    assert same_run(cell("default"), 0, False)  # every MAP phase stopped before 13's cap: the same run
+    assert not same_run(cell("default", ran=(4800, 20_000)), 0, False)  # the cap bound: 14 runs longer
+    assert not same_run(cell("default"), 0, True)  # not in quick mode
+    assert not same_run(cell("default", protocol=12), 0, False)
+    assert same_run({**cell("nuts"), "map_steps": None}, 0, False)  # no MAP phase at all
+    assert same_run({**cell("ensemble"), "map_steps": None}, 0, False)

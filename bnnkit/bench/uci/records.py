@@ -7,14 +7,14 @@ kinds of split or versions of the data in one table.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ...core.errors import BnnkitError
 from ...core.files import read_records
 from ...data.uci import uci_dataset_name
-from .protocol import CARRIED, PROTOCOL, uses_gp_noise
+from .protocol import CARRIED, PROTOCOL, UNCAPPED, uses_gp_noise
 
 CELLS_FILE = "uci_cells.jsonl"
 # the files by which a folder is known as a UCI bench output (bnnkit.core.files.output_folder)
@@ -22,37 +22,14 @@ OUTPUT_MARKS = (CELLS_FILE, "uci_cells.previous.jsonl", "uci.json")
 DATA_KEY = "data_sha256"  # a cell's checksum of its split's data
 
 
-def check_resumed_data(
-    cells: Iterable[dict[str, Any]], name: str, split: int, digest: str, where: str, path: Path
-) -> int:
-    """Refuse ``cells`` (resumed cells of ``name`` split ``split`` from ``path``) whose data
-    checksum differs from ``digest``, what the split holds now (``where`` says where it is read
-    from).  Returns how many carry no checksum (cells written before it was recorded)."""
-    unchecked = 0
-    for c in cells:
-        have = c.get(DATA_KEY)
-        if have is None:
-            unchecked += 1
-        elif have != digest:
-            raise BnnkitError(
-                f"{path} holds cells of {name} split {split} computed on other data than {where} holds now "
-                f"(data checksum {have[:12]}... there, {digest[:12]}... now): --resume would mix numbers of "
-                f"two data sets in one table.  Start afresh without --resume (the old cells are kept as "
-                f"{path.name.removesuffix('.jsonl')}.previous.jsonl) or pass another --out."
-            )
-    return unchecked
-
-
-def settings(quick: bool) -> dict[str, Any]:
-    """What a cell's numbers depend on beyond data set, split, method and seed."""
-    return {"quick": quick, "protocol": PROTOCOL}
-
-
 def same_run(cell: dict[str, Any], seed: int, quick: bool, split_kind: str = "random") -> bool:
     """Whether ``cell`` is what a run with these arguments writes for it (an older protocol's cell
     of a method that protocol ran as this one does, :data:`CARRIED`, counts)."""
     version = cell.get("protocol")
-    carried = not quick and cell.get("method") in CARRIED.get(version, frozenset())
+    # or a sampler cell whose MAP phases all stopped before its protocol's cap (UNCAPPED)
+    cap, runs = UNCAPPED.get(version), [r for _, r in (cell.get("map_steps") or {}).values()]
+    uncapped = bool(cap and runs and max(runs) < cap)
+    carried = not quick and (cell.get("method") in CARRIED.get(version, frozenset()) or uncapped)
     current = version == PROTOCOL or carried
     return (
         current

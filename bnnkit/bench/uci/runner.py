@@ -20,16 +20,14 @@ from ...data.splits import check_split_kind, split_rows
 from ...data.uci import UCIData, UCISplit, is_known_uci, load_uci, uci_dataset_name, uci_num_splits
 from ..methods import canonical_methods
 from .cell import run_cell, split_gp
-from .protocol import DEFAULT_METHODS, FULL, QUICK, uses_gp_noise
+from .protocol import DEFAULT_METHODS, FULL, PROTOCOL, QUICK, uses_gp_noise
 from .records import (
     CELLS_FILE,
     DATA_KEY,
     OUTPUT_MARKS,
-    check_resumed_data,
     read_cells,
     same_run,
     seconds_total,
-    settings,
 )
 from .report import make_report, write
 
@@ -251,7 +249,7 @@ def _run_split(
     for method in methods:
         mine = gp if uses_gp_noise(method) else {}
         cell = {"dataset": source.name, "split": split, "method": method, "seed": seed, DATA_KEY: digest,
-                "split_kind": source.kind, "split_dim": source.dim(split), **settings(quick),
+                "split_kind": source.kind, "split_dim": source.dim(split), "quick": quick, "protocol": PROTOCOL,
                 **run_cell(method, data, cfg, mine.get("noise_std_standardised"), seed, progress), **mine}  # fmt: skip
         cell["seconds_total"] = seconds_total(cell)
         out[method] = cell
@@ -292,9 +290,17 @@ def _check_resumed(
             continue
         for split in range(first_split, min(splits, source.num_splits())):
             mine = [done[(source.name, split, m)] for m in methods if (source.name, split, m) in done]
-            if mine:
-                digest = source.checksum(split)
-                unchecked += check_resumed_data(mine, source.name, split, digest, source.where, partial)
+            digest = source.checksum(split) if mine else None
+            for have in (c.get(DATA_KEY) for c in mine):
+                unchecked += have is None
+                if have is not None and have != digest:
+                    raise BnnkitError(
+                        f"{partial} holds cells of {source.name} split {split} computed on other data than "
+                        f"{source.where} holds now (data checksum {have[:12]}... there, {digest[:12]}... now): "
+                        "--resume would mix numbers of two data sets in one table.  Start afresh without "
+                        f"--resume (the old cells are kept as {partial.name.removesuffix('.jsonl')}.previous.jsonl) "
+                        "or pass another --out."
+                    )
     if unchecked:
         log(
             f"{partial}: {unchecked} resumed cell(s) carry no data checksum (written by an older bnnkit): "
