@@ -49,7 +49,7 @@ class SamplerRecipe:
     # choose) no worse (docs/results/default_recipe.md, "The MAP cap").
     map_max_steps: int = 60_000
     # A classifier's cap (at most map_max_steps): MNIST's chains peak at 3,000-5,000 steps, and
-    # 60,000 cost it 2.1x the seconds for 0.05 % of error (same page).
+    # 60,000 cost it 2.1x the seconds for 0.05 percentage points of error (same page).
     map_max_steps_classifier: int = 20_000
     # and at most this many epochs of the fitted rows (None: no cap): on a few hundred nearly
     # noiseless rows the held-out score creeps down for 10,000 steps; 300 epochs cost yacht 0.08
