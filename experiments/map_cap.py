@@ -66,7 +66,8 @@ def _mnist(a) -> None:
 
     from bnnkit.bench import image
 
-    image.DEFAULTS["default_recipe"] = {"map_max_steps": a.cap}
+    # a classifier's own cap too: since protocol 14 it stays at 20,000 whatever map_max_steps says
+    image.DEFAULTS["default_recipe"] = {"map_max_steps": a.cap, "map_max_steps_classifier": a.cap}
     with tempfile.TemporaryDirectory() as out:
         report = image.run_image("mnist", ("default",), out=out, root=a.data, progress=False)
         conv = json.loads((Path(out) / image.ROWS_FILE).read_text().splitlines()[0])["convergence"]
