@@ -314,8 +314,8 @@ def run_image(
         settings["device"] = device
     records = out / ROWS_FILE
     done = _reused_rows(records, resume, settings, methods, log)
-    rows = {k: cfg[k] for k in ("train_rows", "test_rows", "ood_rows")}
-    x, y, x_te, y_te, x_ood, ood_name = load_image_task(dataset, root, download, **rows)
+    cuts = {k: cfg[k] for k in ("train_rows", "test_rows", "ood_rows")}
+    x, y, x_te, y_te, x_ood, ood_name = load_image_task(dataset, root, download, **cuts)
     x, y, x_te, y_te, x_ood = (t.to(device) for t in (x, y, x_te, y_te, x_ood))
     gp, fitted = _gp_prior(methods, done, x, y, cfg, seed, log)
     rows, reliab = [], {}
