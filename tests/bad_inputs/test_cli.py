@@ -58,6 +58,8 @@ OPTIONS = [
     (["bench", "image", "--threads", "0"], ["--threads"]),
     (["bench", "bandit", "--steps", "0"], ["--steps", "got 0"]),
     (["bench", "bandit", "--threads", "-1"], ["--threads"]),
+    (["bench", "bandit", "--patterns", "0.4,x"], ["--patterns", "comma-separated floats", "'0.4,x'"]),
+    (["bench", "bandit", "--seeds", "0,1.5"], ["--seeds", "comma-separated ints", "'0,1.5'"]),
     (["demo", "--chains", "0"], ["--chains", "got 0"]),
     (["demo", "--samples", "-5"], ["--samples", "got -5"]),
     (["demo", "--warmup", "-1"], ["--warmup", "got -1"]),
