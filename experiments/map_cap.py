@@ -15,10 +15,28 @@ rows, ``experiments.heldout_sets``; never used to choose anything) is a second c
 On its splits 0-4 the default at the raised cap against the current recipe (``--cap 20000``), the
 paired NLL change must not be positive by more than its standard error.
 
+Second round, written before any of its cells ran (2026-11-28 02:35 UTC): at 60,000 steps
+protein's chains still improve (best steps 47,478-60,000) and protein is 0.010 nats behind the
+ensemble.  Candidate: ``map_max_steps`` 150,000 (classifiers keep 20,000).  Protein chose the
+first round, so this one is chosen on another set and confirmed on protein:
+
+- choose on ``movies`` (``experiments.heldout_sets``; never run before this round), splits 0-2,
+  150,000 against 60,000 steps: adopt only if at least one chain per split runs past 60,000 steps
+  (else the set cannot tell), the mean paired NLL change (standardised) is negative by more than
+  its s.e. and the RMSE is not worse by more than 2 %;
+- confirm on protein's 5 splits against its stored protocol-14 cells: the paired NLL change is
+  not positive by more than its s.e., and the seconds per split stay within twice the
+  ensemble's (stored, 443-643 s); also report diamonds' splits 0-2 if time allows (not a gate).
+
     python -m experiments.map_cap --cap 60000 --splits 0,1,2,3,4 --data ../shared/data \\
         --out experiments/results/map_cap_protein.jsonl
     python -m experiments.map_cap --cap 60000 --dataset mnist --data ../shared/data \\
         --out experiments/results/map_cap_mnist.jsonl      # the image bench's default row (CPU)
+    python -m experiments.heldout_sets --out /tmp/heldout-data --sets movies,diamonds
+    python -m experiments.map_cap --cap 60000 --dataset movies --splits 0,1,2 --data /tmp/heldout-data \\
+        --out experiments/results/map_cap_movies.jsonl    # and again at --cap 150000
+    python -m experiments.map_cap --cap 150000 --data ../shared/data \\
+        --out experiments/results/map_cap_protein_150k.jsonl
 """
 
 from __future__ import annotations
