@@ -135,3 +135,37 @@ def test_map_init_takes_a_dataloader_and_numpy_arrays_as_the_tensors():
         assert torch.equal(x, ref)
     with pytest.raises(BnnkitError, match="not a pair"):
         map_init(post, DataLoader(TensorDataset(PROB.X), batch_size=7))
+
+
+def test_held_out_rows_scored_in_chunks_give_the_run_scoring_them_at_once(monkeypatch):
+    from bnnkit.core import map_phase as mp
+
+    post, x, y = _overfit_problem()
+
+    def run():
+        gens = [torch.Generator().manual_seed(c) for c in range(2)]
+        x0 = torch.stack([fan_in_position(post, g) for g in gens])
+        return mp.map_phase(post, x, y, x0, gens, steps=4000, lr=1e-2, batch_size=10, holdout=0.3, patience=3)
+
+    whole = run()  # 9 held-out rows, one chunk
+    monkeypatch.setattr(mp, "SCORE_CHUNK", 2)  # five chunks
+    chunked = run()
+    assert whole[1] == chunked[1] and whole[1][0][1] < 4000  # same best and stopping steps, stopped early
+    assert torch.equal(whole[0], chunked[0])
+    assert torch.allclose(whole[2], chunked[2], rtol=1e-6)  # held-out squared error per chain
+
+
+def test_a_classifiers_map_phase_reports_no_squared_error():
+    from bnnkit.core.map_phase import map_phase
+
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(40, 3, generator=g), torch.randint(3, (40,), generator=g)
+    post = bnnkit.Posterior(
+        torch.nn.Linear(3, 3), bnnkit.Categorical(), bnnkit.GaussianPrior(1.0), num_data=40
+    )
+    gens = [torch.Generator().manual_seed(c) for c in range(2)]
+    x0 = torch.stack([fan_in_position(post, gen) for gen in gens])
+    best, steps, mse = map_phase(
+        post, x, y, x0, gens, steps=50, lr=1e-2, batch_size=8, holdout=0.2, patience=3
+    )
+    assert mse is None and best.shape == x0.shape and all(r <= 50 for _, r in steps)
