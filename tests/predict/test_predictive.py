@@ -86,3 +86,26 @@ def test_network_outputs_vmap_agrees_with_a_loop():
     out = network_outputs(post, draws, X, chunk=3)
     loop = torch.stack([post.forward(post.split(x)[0], X) for x in draws])
     assert torch.allclose(out, loop, atol=1e-6)
+
+
+def test_large_inputs_are_predicted_in_small_calls_with_the_outputs_of_one_call(monkeypatch):
+    from bnnkit.predict import predictive
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(1, 3, 3), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(48, 4)
+    )
+    post = bnnkit.Posterior(net, bnnkit.Categorical(), bnnkit.GaussianPrior(1.0))
+    draws, X = torch.randn(11, post.view.size), torch.randn(20, 1, 6, 6)
+    one_call = network_outputs(post, draws, X, max_pairs=10_000)
+    calls = []
+    real = torch.func.vmap
+    monkeypatch.setattr(
+        torch.func,
+        "vmap",
+        lambda f, **kw: lambda d, r: calls.append(d.shape[0] * r.shape[0]) or real(f, **kw)(d, r),
+    )
+    monkeypatch.setattr(predictive, "INPUT_BUDGET", 36 * 16)  # 16 pairs of a 36-number image a call
+    out = network_outputs(post, draws, X)
+    assert torch.allclose(out, one_call, atol=1e-6) and out.shape == (11, 20, 4)
+    assert max(calls) <= 16 and len(calls) >= 11 * 20 // 16  # two draws x eight rows a call
