@@ -16,7 +16,7 @@ from tqdm.auto import tqdm
 from ...core.errors import BnnkitError
 from ...core.files import append_record, output_folder, read_records, reopen_records, write_report_files
 from ...core.random import make_generator
-from ...decisions import ReplayBuffer, one_hot_blocks
+from ...decisions import ReplayBuffer, action_inputs, one_hot_blocks
 from ..methods import canonical_methods
 from .agents import make_agent
 from .protocol import (
@@ -65,7 +65,6 @@ def play(
     buf = ReplayBuffer(cfg["buffer"], d)
     actions = torch.empty(steps, dtype=torch.long)
     rewards = torch.empty(steps, dtype=torch.float64)
-    eat_row, rej_row = torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0])
     scale = cfg["reward_scale"]
     bar = tqdm(total=steps, desc=f"{method} p={p:g} seed {seed}", disable=not progress, **_BAR)
     t0 = time.perf_counter()
@@ -81,7 +80,7 @@ def play(
         else:
             r = REJECT_REWARD
         actions[t], rewards[t] = a, r
-        buf.add(torch.cat([ctx, eat_row if a == EAT else rej_row]), r * scale)
+        buf.add(action_inputs(ctx[None], 2)[a], r * scale)  # the context with the action's code
         bar.update(1)
         if (t + 1) % 500 == 0 or t + 1 == steps:
             _check_finite(agent, method, p, seed, t + 1)
