@@ -56,14 +56,7 @@ def map_phase(
     target = posterior.target().vectorized(chain_batched=True)
     device = inputs.device
     held, fit_rows = _split_rows(inputs, targets, gens, holdout, k_chains)
-    if held is not None:
-        mapped_ll = torch.func.vmap(lambda xc, hx, hy: posterior.log_likelihood_flat(xc, (hx, hy)))
-        # log_likelihood_flat scales a batch of r rows by N / r: per_row undoes it per chunk
-        chunks = [
-            (held[0][:, i : i + SCORE_CHUNK], held[1][:, i : i + SCORE_CHUNK])
-            for i in range(0, held[0].shape[1], SCORE_CHUNK)
-        ]
-        per_row = [posterior.scale((hx[0], hy[0])) * held[0].shape[1] for hx, hy in chunks]
+    score_of = None if held is None else _held_out_score(posterior, held)
     m = int(fit_rows.shape[1])
     full = batch_size is None or batch_size >= m
     every = max(1 if full else -(-m // batch_size), min(MIN_CHECK_STEPS, steps))
@@ -92,9 +85,7 @@ def map_phase(
         x.grad = -g
         opt.step()
         if held is not None and (step % every == 0 or step == steps):
-            with torch.no_grad():
-                score = sum(mapped_ll(x.detach(), hx, hy) / r for (hx, hy), r in zip(chunks, per_row))
-                score = score.double().cpu()
+            score = score_of(x.detach())
             better = (score > best) & active
             best = torch.where(better, score, best)
             best_x[better.to(device)] = x.detach()[better.to(device)]
@@ -113,6 +104,24 @@ def map_phase(
     else:
         held_mse = _held_out_mse(posterior, best_x, held)
     return best_x, [(int(b), int(r)) for b, r in zip(best_step, ran)], held_mse
+
+
+def _held_out_score(posterior, held: tuple[Tensor, Tensor]):
+    """The function of positions ``[K, D]`` that gives each chain's mean held-out log-likelihood
+    per row (float64, on the CPU), its rows scored :data:`SCORE_CHUNK` at a time."""
+    mapped = torch.func.vmap(lambda xc, hx, hy: posterior.log_likelihood_flat(xc, (hx, hy)))
+    h = held[0].shape[1]
+    chunks = [
+        (held[0][:, i : i + SCORE_CHUNK], held[1][:, i : i + SCORE_CHUNK]) for i in range(0, h, SCORE_CHUNK)
+    ]
+    # log_likelihood_flat scales a batch of r rows by N / r: per_row undoes it per chunk
+    per_row = [posterior.scale((hx[0], hy[0])) * h for hx, hy in chunks]
+
+    def score(x: Tensor) -> Tensor:
+        with torch.no_grad():
+            return sum(mapped(x, hx, hy) / r for (hx, hy), r in zip(chunks, per_row)).double().cpu()
+
+    return score
 
 
 def _split_rows(
