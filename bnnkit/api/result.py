@@ -120,17 +120,18 @@ class Fit:
         device = next(iter(self.posterior.module.parameters())).device
         return self.scaling.inputs(t.to(device)).to(self.posterior.view.dtype)
 
-    def predict(self, x: Any) -> RegressionPrediction | ClassificationPrediction:
+    def predict(self, x: Any, progress: bool = False) -> RegressionPrediction | ClassificationPrediction:
         """The posterior predictive at inputs ``x`` (tensor or array, in the units of the data the
         fit saw): mean, ``stddev``, ``interval(level)``, aleatoric / epistemic variance and
         ``log_prob(y)`` for regression; ``probs``, ``predicted_class()`` and ``entropy()`` for
-        classification."""
+        classification.  ``progress``: a progress bar over the draws."""
         from ..predict import predict
 
         xs = self._inputs(x)
-        base = (
-            self.laplace.predict(xs) if self.laplace is not None else predict(self.posterior, self.draws, xs)
-        )
+        if self.laplace is not None:
+            base = self.laplace.predict(xs)
+        else:
+            base = predict(self.posterior, self.draws, xs, progress=progress)
         if self.kind == "regression":
             return RegressionPrediction(base, self.scaling)
         return ClassificationPrediction(base)

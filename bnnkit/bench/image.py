@@ -260,11 +260,11 @@ class _DropoutNetworks:
     seed: int
 
 
-def predictive(post: Any, draws: Any, inputs: torch.Tensor) -> Any:
+def predictive(post: Any, draws: Any, inputs: torch.Tensor, progress: bool = False) -> Any:
     """The predictive at ``inputs`` of weight draws, or of :class:`_DropoutNetworks`."""
     if isinstance(draws, _DropoutNetworks):
         return draws.result.predict(inputs, num_samples=draws.num, seed=draws.seed)
-    return _weight_predictive(post, draws, inputs)
+    return _weight_predictive(post, draws, inputs, progress)
 
 
 def _sg_algorithm(method: str, cfg: dict) -> Any:
@@ -327,7 +327,7 @@ def run_image(
         t0 = time.perf_counter()
         post, s = method_draws(m, x, y, cfg, seed, progress, gp, model, width)
         seconds = time.perf_counter() - t0
-        row, reliab[m] = _evaluate(m, post, s, x_te, y_te, x_ood, seconds)
+        row, reliab[m] = _evaluate(m, post, s, x_te, y_te, x_ood, seconds, progress)
         rows.append(row)
         rel, prior = {k: v.tolist() for k, v in reliab[m].items()}, fitted if m in FUNCTIONAL else None
         conv = s.config.get("convergence") if m == "default" else None  # the default's R-hat, ESS, ...
@@ -393,10 +393,12 @@ def _reused_rows(records: Path, resume: bool, settings: dict, methods: tuple[str
     return done
 
 
-def _evaluate(method, post, draws, x_te, y_te, x_ood, seconds: float) -> tuple[dict[str, Any], dict]:
+def _evaluate(
+    method, post, draws, x_te, y_te, x_ood, seconds: float, progress: bool = False
+) -> tuple[dict[str, Any], dict]:
     """``method``'s row (test error, NLL, ECE, OOD AUROC by predictive entropy) and its reliability
     diagram's bins."""
-    pin, pout = predictive(post, draws, x_te), predictive(post, draws, x_ood)
+    pin, pout = predictive(post, draws, x_te, progress), predictive(post, draws, x_ood, progress)
     ece, rel = expected_calibration_error(pin.probs, y_te)
     row = {
         "method": method,

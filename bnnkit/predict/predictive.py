@@ -73,6 +73,7 @@ def network_outputs(
     inputs: Tensor,
     chunk: int = 256,
     max_pairs: int | None = None,
+    progress: bool = False,
 ) -> Tensor:
     """Network outputs ``[S, N, ...]`` for every draw (no gradient), ``torch.func.vmap`` over draws.
 
@@ -81,8 +82,10 @@ def network_outputs(
     activations are ``draws x rows`` copies of the network's (40 draws of the MNIST CNN over 10,000
     test images in one call needed over 20 GB), so memory is that of the outputs plus one block.
     By default ``max_pairs`` holds a call's inputs to :data:`INPUT_BUDGET` numbers (at most 16,384
-    pairs): a small-input MLP takes 16,384 pairs a call, an MNIST image 668.
+    pairs): a small-input MLP takes 16,384 pairs a call, an MNIST image 668.  ``progress``: a
+    progress bar over the draws.
     """
+    from tqdm.auto import tqdm
 
     if not (hasattr(posterior, "forward") and hasattr(posterior, "split")):
         raise BnnkitError(
@@ -104,6 +107,8 @@ def network_outputs(
         row = max(1, inputs[:1].numel())
         max_pairs = min(MAX_PAIRS, max(1, INPUT_BUDGET // row))
     outs = []
+    total = samples.num_chains * samples.num_draws if isinstance(samples, Samples) else None
+    bar = tqdm(total=total, desc="predicting", unit="draw", disable=not progress, leave=False)
     with torch.no_grad():
         for draws in _draw_chunks(samples, chunk):
             if draws.shape[-1] != posterior.view.size:
@@ -132,6 +137,8 @@ def network_outputs(
                         f"the model failed on inputs of shape {tuple(inputs.shape)}: {err}. Check that the inputs "
                         "are shaped as for training (one row per example, the same features)."
                     ) from err
+            bar.update(draws.shape[0])
+    bar.close()
     return torch.cat(outs)
 
 
@@ -224,13 +231,16 @@ def predict(
     samples: Samples | Tensor,
     inputs: Tensor,
     weights: Tensor | None = None,
+    progress: bool = False,
 ) -> RegressionPredictive | ClassificationPredictive:
     """Posterior predictive at ``inputs`` from draws of ``posterior``.
 
     ``samples`` is a :class:`~bnnkit.Samples` (importance weights are used when it has them) or a
     tensor of flat draws ``[..., D]``; ``weights`` overrides with explicit non-negative weights.
+    ``progress``: a progress bar over the draws (many draws of a large network on many inputs
+    take minutes).
     """
-    out = network_outputs(posterior, samples, inputs)
+    out = network_outputs(posterior, samples, inputs, progress=progress)
     lw = _log_weights(samples, out.shape[0], weights).to(out.device)
     lik = posterior.likelihood
     if isinstance(lik, Gaussian):

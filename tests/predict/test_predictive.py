@@ -109,3 +109,15 @@ def test_large_inputs_are_predicted_in_small_calls_with_the_outputs_of_one_call(
     out = network_outputs(post, draws, X)
     assert torch.allclose(out, one_call, atol=1e-6) and out.shape == (11, 20, 4)
     assert max(calls) <= 16 and len(calls) >= 11 * 20 // 16  # two draws x eight rows a call
+
+
+def test_predict_shows_a_progress_bar_over_the_draws_only_when_asked(capsys):
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(2, 5), torch.nn.Tanh(), torch.nn.Linear(5, 1))
+    post = bnnkit.Posterior(net, bnnkit.Gaussian(1.0), bnnkit.GaussianPrior(1.0))
+    draws, X = torch.randn(7, post.view.size), torch.randn(4, 2)
+    quiet = predict(post, draws, X)
+    assert "predicting" not in capsys.readouterr().err
+    shown = predict(post, draws, X, progress=True)
+    assert "predicting" in capsys.readouterr().err
+    assert torch.equal(quiet.mean, shown.mean)

@@ -66,12 +66,12 @@ def run_cell(method: str, data: Any, cfg: UCIProtocol, noise: float | None, seed
     return out
 
 
-def predictive(post: Any, draws: Any, inputs: torch.Tensor) -> Any:
+def predictive(post: Any, draws: Any, inputs: torch.Tensor, progress: bool = False) -> Any:
     """The predictive at ``inputs``: :func:`bnnkit.predict.predict` of the draws, or a
     :class:`~bnnkit.Laplace`'s linearised (GLM) predictive."""
     if isinstance(draws, Laplace):
         return draws.predict(inputs)
-    return predict(post, draws, inputs)
+    return predict(post, draws, inputs, progress=progress)
 
 
 def test_scores(pred: Any, data: Any) -> dict[str, float]:
