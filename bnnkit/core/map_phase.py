@@ -111,9 +111,7 @@ def _held_out_score(posterior, held: tuple[Tensor, Tensor]):
     per row (float64, on the CPU), its rows scored :data:`SCORE_CHUNK` at a time."""
     mapped = torch.func.vmap(lambda xc, hx, hy: posterior.log_likelihood_flat(xc, (hx, hy)))
     h = held[0].shape[1]
-    chunks = [
-        (held[0][:, i : i + SCORE_CHUNK], held[1][:, i : i + SCORE_CHUNK]) for i in range(0, h, SCORE_CHUNK)
-    ]
+    chunks = list(zip(held[0].split(SCORE_CHUNK, 1), held[1].split(SCORE_CHUNK, 1)))
     # log_likelihood_flat scales a batch of r rows by N / r: per_row undoes it per chunk
     per_row = [posterior.scale((hx[0], hy[0])) * h for hx, hy in chunks]
 
@@ -144,13 +142,7 @@ def _held_out_mse(posterior, positions: Tensor, held: tuple[Tensor, Tensor]) -> 
         return None
     mapped = torch.func.vmap(lambda xc, hx: posterior.forward(posterior.split(xc)[0], hx))
     with torch.no_grad():
-        out = torch.cat(
-            [
-                mapped(positions, held[0][:, i : i + SCORE_CHUNK])
-                for i in range(0, held[0].shape[1], SCORE_CHUNK)
-            ],
-            1,
-        )
+        out = torch.cat([mapped(positions, hx) for hx in held[0].split(SCORE_CHUNK, 1)], 1)
     if out.numel() != held[1].numel():
         return None
     return ((out.reshape(held[1].shape) - held[1]) ** 2).flatten(1).mean(1)

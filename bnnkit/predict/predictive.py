@@ -109,7 +109,7 @@ def network_outputs(
     outs = []
     total = samples.num_chains * samples.num_draws if isinstance(samples, Samples) else None
     bar = tqdm(total=total, desc="predicting", unit="draw", disable=not progress, leave=False)
-    with torch.no_grad():
+    with torch.no_grad(), bar:
         for draws in _draw_chunks(samples, chunk):
             if draws.shape[-1] != posterior.view.size:
                 raise BnnkitError(
@@ -138,7 +138,6 @@ def network_outputs(
                         "are shaped as for training (one row per example, the same features)."
                     ) from err
             bar.update(draws.shape[0])
-    bar.close()
     return torch.cat(outs)
 
 
