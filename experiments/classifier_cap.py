@@ -2,7 +2,7 @@
 ensemble's seconds in the same run (467 s against 369 s, 352 s of it the MAP phase), and three of
 its four chains had their best held-out score by step 5,064 (one at 11,816).
 
-The rule, written before any cell of this round ran (2026-11-28 05:15 UTC):
+The rule, written before any cell of this round ran (2026-11-28 04:53 UTC, commit a198953):
 
 - Candidate: ``map_max_steps_classifier`` 10,000 (from 20,000).  Regression is untouched (its
   code path and numbers stay as they are; checked on stored UCI cells).
