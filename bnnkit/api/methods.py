@@ -232,19 +232,53 @@ def _mcdropout(p: Problem) -> tuple[Posterior, Any]:
 def _ensemble(p: Problem) -> tuple[Posterior, Any]:
     from ..vi import DeepEnsemble
 
+    if p.kind != "regression":
+        return _early_stopped_ensemble(p)
     post = p.posterior(noise=fixed_noise(p))
     fit = DeepEnsemble(
         num_members=p.options.get("members", 5),
         lr=LR,
         num_epochs=p.epochs(),
         batch_size=p.batch_size,
-        # anchoring turns a member's optimum into a posterior draw only for a Gaussian likelihood
-        # with fixed noise; a classifier's members are a plain deep ensemble
-        anchored=p.kind == "regression",
+        anchored=True,
         init="module",
         lr_decay="cosine",
     )
     return post, fit.fit(post, (p.x, p.y), seed=p.seed, progress=p.progress)
+
+
+def _early_stopped_ensemble(p: Problem) -> tuple[Posterior, Any]:
+    """A classifier's deep ensemble: each member a MAP fit from PyTorch's initialisation, stopped
+    at its best score on its own held-out tenth of the rows (the default recipe's MAP phase, one
+    member per chain).  Why not the regression members: anchoring makes a member a posterior draw
+    only under a Gaussian likelihood, and 300 epochs without a held-out score overfit a small
+    noisy classification set (Benefits, 4,877 rows: test NLL 0.76-1.01, ECE 0.12-0.15, against
+    0.57-0.60 for the default; docs/results/default_recipe.md)."""
+    from ..core.map_phase import map_phase
+    from ..core.random import make_generator
+    from ..core.samples import Samples
+    from ..core.warm_start import fan_in_position
+    from .recipe import map_steps_cap
+
+    r, post = p.recipe, p.posterior()
+    members = p.options.get("members", 5)
+    gens = [make_generator(p.seed, k) for k in range(members)]
+    x0 = torch.stack([fan_in_position(post, g) for g in gens])
+    best, steps, _ = map_phase(
+        post,
+        p.x,
+        p.y,
+        x0,
+        gens,
+        steps=map_steps_cap(r, p.n, p.batch_size, classifier=True),
+        lr=r.map_lr,
+        batch_size=p.batch_size,
+        holdout=r.map_holdout,
+        patience=r.map_patience,
+        progress=p.progress,
+    )
+    config = {"ensemble": {"members": members, "early_stopping": "held-out tenth"}, "map_steps": steps}
+    return post, Samples(best.unsqueeze(0), {}, post.view, config)
 
 
 def _bbb(p: Problem) -> tuple[Posterior, Any]:
@@ -274,7 +308,7 @@ METHODS: dict[str, tuple[Callable[[Problem], tuple[Posterior, Any]], bool, str]]
     "hmc": (_full_batch("hmc"), True, "HMC (20 leapfrog steps), full batch, same lengths as nuts"),
     "laplace": (_laplace, False, "KFAC Laplace around a MAP, evidence-tuned prior and noise, GLM predictive"),
     "mcdropout": (_mcdropout, False, "MC dropout, p = 0.05, 100 masks"),
-    "ensemble": (_ensemble, False, "5 MAP members (anchored for regression)"),
+    "ensemble": (_ensemble, False, "5 MAP members (anchored for regression, early-stopped for a classifier)"),
     "bbb": (_bbb, False, "Bayes by Backprop, mean field, local reparameterisation, 100 draws"),
 }
 

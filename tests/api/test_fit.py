@@ -157,13 +157,29 @@ def test_classification_from_integer_labels():
 
 @pytest.mark.parametrize("method", ["ensemble", "mcdropout", "bbb", "laplace"])
 def test_every_baseline_fits_a_classifier(method):
-    # the ensemble used to refuse: anchoring needs a Gaussian likelihood, a classifier's is plain
+    # the ensemble used to refuse: anchoring needs a Gaussian likelihood (its members are early stopped)
     g = torch.Generator().manual_seed(1)
     x = torch.randn(120, 2, generator=g)
     y = (x[:, 0] > 0).long() + (x[:, 1] > 0.5).long()  # 3 classes
     f = bnnkit.fit(_net(out=3), (x, y), method=method, progress=False)
     m = f.evaluate(x, y)
     assert f.kind == "categorical" and m["accuracy"] > 0.8, m
+
+
+def test_a_classifier_ensemble_stops_each_member_at_its_best_held_out_score(tmp_path):
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(200, 2, generator=g)
+    y = ((x[:, 0] + 0.8 * torch.randn(200, generator=g)) > 0).long()  # noisy: long fits overfit
+    recipe = SamplerRecipe(map_max_steps_classifier=3000, map_patience=3)
+    f = bnnkit.fit(_net(out=2), (x, y), method="ensemble", recipe=recipe, progress=False)
+    steps = f.draws.config["map_steps"]
+    assert f.draws.positions.shape[:2] == (1, 5) and len(steps) == 5
+    assert all(best <= ran <= 3000 for best, ran in steps) and any(ran < 3000 for _, ran in steps)
+    assert len({tuple(p.tolist()) for p in f.draws.positions[0, :, :4]}) == 5  # members differ
+    f.save(tmp_path / "ens.pt")
+    torch.testing.assert_close(
+        bnnkit.load(tmp_path / "ens.pt", _net(out=2)).predict(x).probs, f.predict(x).probs
+    )
 
 
 def test_binary_labels_with_one_output_are_bernoulli():
