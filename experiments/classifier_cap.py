@@ -24,7 +24,7 @@ The rule, written before any cell of this round ran (2026-11-28 04:53 UTC, commi
     python -m experiments.classifier_cap --dataset hi,flchain,benefits \\
         --out experiments/results/classifier_cap_confirm.jsonl
 
-Added after the round (05:20 UTC), not part of its rule: the confirmation sets' ensemble cells
+Added after the round (05:11 UTC), not part of its rule: the confirmation sets' ensemble cells
 came from ``bnnkit.fit(method="ensemble")``, which (just made to accept a classifier) trained 300
 epochs without a held-out score and overfit Benefits.  A classifier's ensemble now stops each
 member at its best held-out score; its cells again, for the standing beside the default:
