@@ -58,6 +58,13 @@ class Problem:
         """The N(0, prior_scale^2) weight prior (``options["prior_scale"]``, else the recipe's)."""
         return GaussianPrior(self.options.get("prior_scale", self.recipe.prior_scale))
 
+    def sampler_prior(self) -> GaussianPrior:
+        """The weight-space samplers' prior: :meth:`prior`, or with the recipe's ``weight_prior``
+        ``"fan_in"`` each layer's weights scaled by its fan-in (:meth:`GaussianPrior.fan_in`)."""
+        if self.recipe.weight_prior == "fan_in":
+            return GaussianPrior.fan_in(self.module, self.options.get("prior_scale", self.recipe.prior_scale))
+        return self.prior()
+
     def posterior(self, module: torch.nn.Module | None = None, noise: float | None = None) -> Posterior:
         return Posterior(module or self.module, self.likelihood(noise), self.prior(), num_data=self.n)
 
@@ -119,11 +126,12 @@ def gp_noise(fitted: dict) -> float:
 
 
 def _weight_space(sampler: str) -> Callable[[Problem], tuple[Posterior, Any]]:
-    """The recipe's chains on the posterior with the N(0, prior_scale^2) weight prior: pSGLD
-    (``default``) or scale-adapted SGHMC (``sghmc``)."""
+    """The recipe's chains on the posterior with its weight prior (:meth:`Problem.sampler_prior`):
+    pSGLD (``default``) or scale-adapted SGHMC (``sghmc``)."""
 
     def run(p: Problem) -> tuple[Posterior, Any]:
-        return _chains(p, p.posterior(), sampler)
+        post = Posterior(p.module, p.likelihood(), p.sampler_prior(), num_data=p.n)
+        return _chains(p, post, sampler)
 
     return run
 

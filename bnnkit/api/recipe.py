@@ -81,12 +81,21 @@ class SamplerRecipe:
     # noise sd up to ~0.05 (yacht, energy); on noisy sets the residuals swamp either rate
     noise_prior: tuple[float, float] = (1.0, 1e-3)
     prior_scale: float = 1.0
+    # "isotropic": N(0, prior_scale^2) on every weight; "fan_in": a layer's weights
+    # N(0, prior_scale^2 / fan_in) (GaussianPrior.fan_in), biases N(0, prior_scale^2)
+    weight_prior: str = "isotropic"
 
     def __post_init__(self) -> None:
         if self.noise not in ("sampled", "heldout"):
             from ..core.errors import BnnkitError
 
             raise BnnkitError(f"SamplerRecipe.noise must be 'sampled' or 'heldout', got {self.noise!r}.")
+        if self.weight_prior not in ("isotropic", "fan_in"):
+            from ..core.errors import BnnkitError
+
+            raise BnnkitError(
+                f"SamplerRecipe.weight_prior must be 'isotropic' or 'fan_in', got {self.weight_prior!r}."
+            )
 
     def config(self) -> dict[str, Any]:
         return asdict(self)

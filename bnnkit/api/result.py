@@ -241,6 +241,7 @@ class Fit:
             "likelihood": _likelihood_meta(self.posterior),
             "num_data": self.posterior.num_data,
             "prior_scale": float(getattr(self.posterior.prior, "scale", 1.0)),
+            "prior_scales": dict(getattr(self.posterior.prior, "scales", {})),
         }
         state: dict[str, Any] = {
             "format": FORMAT,
@@ -319,7 +320,7 @@ def from_state_dict(state: dict[str, Any], module: torch.nn.Module, source: str 
 
         net = MCDropout.wrap(module, meta["options"].get("p", 0.05)).eval()
     noise = None if lik.get("learn_noise", True) else lik["noise"]
-    prior = GaussianPrior(meta.get("prior_scale", 1.0))
+    prior = GaussianPrior(meta.get("prior_scale", 1.0), meta.get("prior_scales"))
     post = Posterior(net, likelihood_for(meta["kind"], noise), prior, num_data=meta["num_data"])
     device = next(iter(module.parameters())).device
     draws = la = None

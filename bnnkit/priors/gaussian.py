@@ -47,6 +47,20 @@ class GaussianPrior(Prior):
         self.learn_precision = bool(learn_precision)
         self.precision_prior = (float(precision_prior[0]), float(precision_prior[1]))
 
+    @classmethod
+    def fan_in(cls, module: torch.nn.Module, scale: float = 1.0) -> GaussianPrior:
+        """Neal's scaling: each weight of a layer with ``fan_in`` inputs per output (a parameter
+        named ``*weight`` with two or more dimensions: Linear, Conv) ~ ``N(0, scale^2 / fan_in)``,
+        every other parameter (biases) ~ ``N(0, scale^2)``.  Why: under an ``N(0, 1)`` prior a
+        unit's pre-activation has variance ~ its fan-in, so a wide layer's prior functions are
+        wild; with the scaling it stays ~ ``scale^2`` whatever the width."""
+        scales = {
+            name: float(scale) / math.sqrt(p[0].numel())
+            for name, p in module.named_parameters()
+            if name.rsplit(".", 1)[-1] == "weight" and p.ndim >= 2
+        }
+        return cls(scale, scales)
+
     def bind(self, view: FlatView) -> BoundPrior:
         s = scale_vector(view, self.scale, self.scales)
         inv_var = 1.0 / (s * s)

@@ -1,5 +1,6 @@
 """bnnkit.fit: one call from a module and data to a posterior, in the user's units."""
 
+import dataclasses
 import subprocess
 import sys
 import warnings
@@ -180,6 +181,21 @@ def test_a_classifier_ensemble_stops_each_member_at_its_best_held_out_score(tmp_
     torch.testing.assert_close(
         bnnkit.load(tmp_path / "ens.pt", _net(out=2)).predict(x).probs, f.predict(x).probs
     )
+
+
+def test_the_recipes_fan_in_weight_prior_reaches_the_sampler_and_survives_save(tmp_path):
+    x, y = _data()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        recipe = dataclasses.replace(SHORT, weight_prior="fan_in")
+        f = bnnkit.fit(_net(), (x, y), progress=False, recipe=recipe)
+    assert f.posterior.prior.scales == pytest.approx({"0.weight": 2**-0.5, "2.weight": 0.25})
+    f.save(tmp_path / "fit.pt")
+    g = bnnkit.load(tmp_path / "fit.pt", _net())
+    assert g.posterior.prior.scales == f.posterior.prior.scales
+    torch.testing.assert_close(g.predict(x).mean, f.predict(x).mean)
+    with pytest.raises(BnnkitError, match="weight_prior must be"):
+        SamplerRecipe(weight_prior="wide")
 
 
 def test_binary_labels_with_one_output_are_bernoulli():

@@ -27,6 +27,16 @@ def test_per_layer_gaussian_prior_matches_torch():
     assert torch.allclose(g, g_ref)
 
 
+def test_fan_in_prior_scales_each_layers_weights_by_its_inputs():
+    conv = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 5), torch.nn.Flatten(), torch.nn.Linear(4, 2))
+    assert bnnkit.GaussianPrior.fan_in(conv, 2.0).scales == {"0.weight": 2.0 / 75**0.5, "2.weight": 1.0}
+    prior = bnnkit.GaussianPrior.fan_in(NET, 1.5).bind(VIEW)
+    w = torch.randn(VIEW.size, generator=G)
+    sd = {"0.weight": 1.5 / 2**0.5, "0.bias": 1.5, "2.weight": 1.5 / 3**0.5, "2.bias": 1.5}
+    ref = sum(Normal(0.0, sd[n]).log_prob(t).sum() for n, t in VIEW.unravel(w).items())
+    assert torch.allclose(prior.log_prob(w, {}), ref, atol=1e-5)
+
+
 def test_prior_draws_have_the_declared_scales():
     prior = bnnkit.GaussianPrior(1.0, scales={"2.": 0.1}).bind(VIEW)
     draws = torch.stack([prior.sample(G) for _ in range(4000)])
