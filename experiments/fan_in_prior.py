@@ -7,7 +7,7 @@ each layer's weights N(0, 1 / fan_in) (Neal's scaling; ``GaussianPrior.fan_in``)
 everything else as the recipe has it.  This runs the UCI bench's ``default`` cell
 (``bnnkit.bench.uci.cell.run_cell``: same network, seed and scores) with the candidate recipe.
 
-The rule, written before any cell ran (2026-11-28 05:27 UTC):
+The rule, written before any cell ran (2026-11-28 05:16 UTC, commit 1afcd5e):
 
 - **Choose** on the protocol-13 choice sets, yacht, energy, Boston and concrete (10 splits each),
   paired against their stored protocol-14 ``default`` cells (``docs/results/uci_bench/
