@@ -8,14 +8,18 @@ interleaved, time per step:
 
 - ``torch_grad_scan``: ``bnnkit.core.pure.compile_scan`` (``torch.compile`` of a ``scan``, C++
   wrapper) of ``w <- w + eps / 2 * grad log p(w | batch)``: the gradient and an axpy, nothing else;
+- ``torch_grad_scan_full``: the same gradient on all 480 rows of the 15 minibatches (the
+  full-batch gradient HMC and NUTS take; ``jax_grad_scan_full`` its JAX twin);
 - ``torch_sgld_scan``: the same plus ``sqrt(eps) * xi`` with the normals ``xi [T, D]`` drawn before
   the call (one ``randn``), so the difference to the above is the update's arithmetic;
 - ``bnnkit_fused_sgld``: ``Fused(SGLD(eps), block=T).build(posterior).run_block``: the same
-  update with the normals drawn per step from the chain's generator in the step-at-a-time order.
+  update with the normals drawn per step from the chain's generator in the step-at-a-time order;
+  ``bnnkit_fused_sghmc`` the same for ``SGHMC(1e-3, friction=10)``.
 
 With ``--jax PYTHON`` the same data and weights go to a child process: ``jax_grad_scan``
-(``lax.scan`` of the same axpy under ``jax.jit``) and ``blackjax_sgld_scan`` (``blackjax.sgld`` in
-``lax.scan``, its normals drawn in the graph from split keys), as the peers bench runs it.  Cross-
+(``lax.scan`` of the same axpy under ``jax.jit``), ``blackjax_sgld_scan`` (``blackjax.sgld`` in
+``lax.scan``, its normals drawn in the graph from split keys, as the peers bench runs it) and
+``blackjax_sghmc_scan`` (``blackjax.sghmc``, 8 integration steps a call, 16 calls in ``lax.scan``).  Cross-
 framework ratios are ratios of medians across processes.
 
 Run:  python -m benchmarks.bench_scan_floor --threads 1 --rounds 5 --jax /tmp/jax-venv/bin/python
@@ -84,10 +88,32 @@ def sgld_scan(p):
         return sgld.step(k, q, (x, y), 0.5 * eps), None  # BlackJAX: q + step g + sqrt(2 step) xi
     return jax.lax.scan(body, p, (keys, xs, ys))[0]
 
-out = {"jax_grad_scan": [], "blackjax_sgld_scan": []}
-st = {"g": p0, "s": p0}
+Xf, Yf = Xb.reshape(-1, Xb.shape[-1]), Yb.reshape(-1)
+
+@jax.jit
+def grad_scan_full(p):
+    def body(q, _):
+        g = jax.grad(lambda r: -0.5 * jnp.sum((apply(r, Xf) - Yf) ** 2) + logprior(r))(q)
+        return jax.tree_util.tree_map(lambda a, b: a + 0.5 * eps * b, q, g), None
+    return jax.lax.scan(body, p, None, length=T)[0]
+
+L = 8  # BlackJAX's SGHMC draws a fresh momentum at every call of L integration steps
+sghmc = blackjax.sghmc(blackjax.sgmcmc.gradients.grad_estimator(logprior, loglik_datum, n), num_integration_steps=L)
+hkeys = jax.random.split(jax.random.PRNGKey(1), T // L)
+
+@jax.jit
+def sghmc_scan(p):
+    def body(q, inp):
+        k, x, y = inp
+        return sghmc.step(k, q, (x, y), 0.5 * eps), None
+    return jax.lax.scan(body, p, (hkeys, xs[: T // L], ys[: T // L]))[0]
+
+out = {"jax_grad_scan": [], "blackjax_sgld_scan": [], "blackjax_sghmc_scan": [], "jax_grad_scan_full": []}
+st = {"g": p0, "s": p0, "h": p0, "f": p0}
+cases = (("jax_grad_scan", grad_scan, "g"), ("blackjax_sgld_scan", sgld_scan, "s"), ("blackjax_sghmc_scan", sghmc_scan, "h"),
+         ("jax_grad_scan_full", grad_scan_full, "f"))
 for r in range(rounds + 1):  # round 0 compiles and warms up
-    for name, fn, key in (("jax_grad_scan", grad_scan, "g"), ("blackjax_sgld_scan", sgld_scan, "s")):
+    for name, fn, key in cases:
         times = []
         for _ in range(5):
             t = time.perf_counter()
@@ -132,14 +158,33 @@ def torch_cases(post: bnnkit.Posterior, batches: list, x0: torch.Tensor) -> dict
         xi = torch.randn((T, *x0.shape), generator=gen)
         st["sgld"], _ = call_scan(sgld_block, sgld_code, st["sgld"], (stacked, xi))
 
-    fk = Fused(bnnkit.SGLD(EPS), block=T).build(post)
-    stream = _Cycle(batches)
-    fst = {"s": fk.init(x0, batches[0])}
+    full = (torch.cat([b[0] for b in batches]), torch.cat([b[1] for b in batches]))
+    _, full_log_prob, _ = fused_log_prob(post.with_num_data(full[0].shape[0]), "hmc")
+    gv_full = torch.func.grad_and_value(full_log_prob)
 
-    def run_fused() -> None:
-        fst["s"] = fk.run_block(fst["s"], stream, gen, T).state
+    def full_step(carry, _, fx, fy):  # the full batch is a constant of the scan, as fused HMC's
+        (w,) = carry
+        g, lp = gv_full(w, (fx, fy))
+        return (w + 0.5 * EPS * g,), lp
 
-    return {"torch_grad_scan": run_grad, "torch_sgld_scan": run_sgld, "bnnkit_fused_sgld": run_fused}
+    full_block, full_code = compile_scan(full_step)
+    st["full"] = (x0.clone(),)
+    steps = torch.zeros(T)
+
+    def run_full() -> None:
+        st["full"], _ = call_scan(full_block, full_code, st["full"], steps, full)
+
+    out = {"torch_grad_scan": run_grad, "torch_sgld_scan": run_sgld, "torch_grad_scan_full": run_full}
+    for name, alg in (("sgld", bnnkit.SGLD(EPS)), ("sghmc", bnnkit.SGHMC(1e-3, friction=10.0))):
+        fk = Fused(alg, block=T).build(post)
+        stream = _Cycle(batches)
+        fst = {"s": fk.init(x0, batches[0])}
+
+        def run_fused(fk=fk, stream=stream, fst=fst) -> None:
+            fst["s"] = fk.run_block(fst["s"], stream, gen, T).state
+
+        out[f"bnnkit_fused_{name}"] = run_fused
+    return out
 
 
 class _Cycle:
@@ -196,9 +241,14 @@ def main() -> None:
         results["jax"] = {"versions": jx["versions"], "us_per_step": jus}
         ratios = {
             "torch_grad_scan / jax_grad_scan": us["torch_grad_scan"] / jus["jax_grad_scan"],
+            "torch_grad_scan_full / jax_grad_scan_full": us["torch_grad_scan_full"]
+            / jus["jax_grad_scan_full"],
             "bnnkit_fused_sgld / blackjax_sgld_scan": us["bnnkit_fused_sgld"] / jus["blackjax_sgld_scan"],
+            "bnnkit_fused_sghmc / blackjax_sghmc_scan": us["bnnkit_fused_sghmc"] / jus["blackjax_sghmc_scan"],
             "blackjax_sgld_scan / jax_grad_scan": jus["blackjax_sgld_scan"] / jus["jax_grad_scan"],
+            "blackjax_sghmc_scan / jax_grad_scan": jus["blackjax_sghmc_scan"] / jus["jax_grad_scan"],
             "bnnkit_fused_sgld / torch_grad_scan": us["bnnkit_fused_sgld"] / us["torch_grad_scan"],
+            "bnnkit_fused_sghmc / torch_grad_scan": us["bnnkit_fused_sghmc"] / us["torch_grad_scan"],
         }
         results["ratios"] = ratios
         for k, v in jus.items():
