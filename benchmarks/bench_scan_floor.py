@@ -12,6 +12,9 @@ interleaved, time per step:
   full-batch gradient HMC and NUTS take; ``jax_grad_scan_full`` its JAX twin);
 - ``torch_sgld_scan``: the same plus ``sqrt(eps) * xi`` with the normals ``xi [T, D]`` drawn before
   the call (one ``randn``), so the difference to the above is the update's arithmetic;
+- ``torch_normals_in_scan``: a scan whose step only adds ``randn_like(w)`` drawn inside the
+  compiled graph (what an in-graph random stream would cost), against ``torch_normals_host``: the
+  same ``T x D`` normals from a ``torch.Generator`` in one host call;
 - ``bnnkit_fused_sgld``: ``Fused(SGLD(eps), block=T).build(posterior).run_block``: the same
   update with the normals drawn per step from the chain's generator in the step-at-a-time order;
   ``bnnkit_fused_sghmc`` the same for ``SGHMC(1e-3, friction=10)``.
@@ -174,7 +177,27 @@ def torch_cases(post: bnnkit.Posterior, batches: list, x0: torch.Tensor) -> dict
     def run_full() -> None:
         st["full"], _ = call_scan(full_block, full_code, st["full"], steps, full)
 
-    out = {"torch_grad_scan": run_grad, "torch_sgld_scan": run_sgld, "torch_grad_scan_full": run_full}
+    def rng_step(carry, x):  # only normals, drawn inside the compiled scan by Inductor
+        (w,) = carry
+        return (w + 1e-3 * torch.randn_like(w) + x,), w.sum()
+
+    rng_block, rng_code = compile_scan(rng_step)
+    st["rng"] = (x0.clone(),)
+    zeros = torch.zeros(T, 1)
+
+    def run_rng() -> None:
+        st["rng"], _ = call_scan(rng_block, rng_code, st["rng"], zeros)
+
+    def run_host_rng() -> None:
+        torch.randn((T, *x0.shape), generator=gen)
+
+    out = {
+        "torch_grad_scan": run_grad,
+        "torch_sgld_scan": run_sgld,
+        "torch_grad_scan_full": run_full,
+        "torch_normals_in_scan": run_rng,
+        "torch_normals_host": run_host_rng,
+    }
     for name, alg in (("sgld", bnnkit.SGLD(EPS)), ("sghmc", bnnkit.SGHMC(1e-3, friction=10.0))):
         fk = Fused(alg, block=T).build(post)
         stream = _Cycle(batches)
