@@ -270,6 +270,7 @@ def _early_stopped_ensemble(p: Problem) -> tuple[Posterior, Any]:
 
     r, post = p.recipe, p.posterior()
     members = p.options.get("members", 5)
+    check_int_at_least("members", members, 1)
     gens = [make_generator(p.seed, k) for k in range(members)]
     x0 = torch.stack([fan_in_position(post, g) for g in gens])
     best, steps, _ = map_phase(
