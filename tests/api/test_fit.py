@@ -181,6 +181,8 @@ def test_a_classifier_ensemble_stops_each_member_at_its_best_held_out_score(tmp_
     torch.testing.assert_close(
         bnnkit.load(tmp_path / "ens.pt", _net(out=2)).predict(x).probs, f.predict(x).probs
     )
+    with pytest.raises(BnnkitError, match="members must be an integer >= 1"):
+        bnnkit.fit(_net(out=2), (x, y), method="ensemble", members=0, progress=False)
 
 
 def test_the_recipes_fan_in_weight_prior_reaches_the_sampler_and_survives_save(tmp_path):
