@@ -65,8 +65,13 @@ class Problem:
             return GaussianPrior.fan_in(self.module, self.options.get("prior_scale", self.recipe.prior_scale))
         return self.prior()
 
-    def posterior(self, module: torch.nn.Module | None = None, noise: float | None = None) -> Posterior:
-        return Posterior(module or self.module, self.likelihood(noise), self.prior(), num_data=self.n)
+    def posterior(
+        self, module: torch.nn.Module | None = None, noise: float | None = None, prior: Any = None
+    ) -> Posterior:
+        """The posterior over ``module`` (default: the user's) with ``prior`` (default :meth:`prior`)."""
+        return Posterior(
+            module or self.module, self.likelihood(noise), prior or self.prior(), num_data=self.n
+        )
 
     def epochs(self) -> int:
         per_epoch = math.ceil(self.n / self.batch_size)
@@ -130,8 +135,7 @@ def _weight_space(sampler: str) -> Callable[[Problem], tuple[Posterior, Any]]:
     pSGLD (``default``) or scale-adapted SGHMC (``sghmc``)."""
 
     def run(p: Problem) -> tuple[Posterior, Any]:
-        post = Posterior(p.module, p.likelihood(), p.sampler_prior(), num_data=p.n)
-        return _chains(p, post, sampler)
+        return _chains(p, p.posterior(prior=p.sampler_prior()), sampler)
 
     return run
 
@@ -260,32 +264,16 @@ def _early_stopped_ensemble(p: Problem) -> tuple[Posterior, Any]:
     at its best score on its own held-out tenth of the rows (the default recipe's MAP phase, one
     member per chain).  Why not the regression members: anchoring makes a member a posterior draw
     only under a Gaussian likelihood, and 300 epochs without a held-out score overfit a small
-    noisy classification set (Benefits, 4,877 rows: test NLL 0.76-1.01, ECE 0.12-0.15, against
-    0.57-0.60 for the default; docs/results/default_recipe.md)."""
-    from ..core.map_phase import map_phase
+    noisy classification set (docs/results/default_recipe.md, "A 10,000-step classifier cap")."""
     from ..core.random import make_generator
     from ..core.samples import Samples
-    from ..core.warm_start import fan_in_position
-    from .recipe import map_steps_cap
+    from .recipe import map_fits
 
-    r, post = p.recipe, p.posterior()
+    post = p.posterior()
     members = p.options.get("members", 5)
     check_int_at_least("members", members, 1)
     gens = [make_generator(p.seed, k) for k in range(members)]
-    x0 = torch.stack([fan_in_position(post, g) for g in gens])
-    best, steps, _ = map_phase(
-        post,
-        p.x,
-        p.y,
-        x0,
-        gens,
-        steps=map_steps_cap(r, p.n, p.batch_size, classifier=True),
-        lr=r.map_lr,
-        batch_size=p.batch_size,
-        holdout=r.map_holdout,
-        patience=r.map_patience,
-        progress=p.progress,
-    )
+    best, steps, _ = map_fits(p.recipe, post, p.x, p.y, p.batch_size, gens, p.progress)
     config = {"ensemble": {"members": members, "early_stopping": "held-out tenth"}, "map_steps": steps}
     return post, Samples(best.unsqueeze(0), {}, post.view, config)
 

@@ -183,17 +183,14 @@ def _warm_starts(
 ):
     """The ``init`` of the chains (each at its MAP phase's best iterate) and each chain's
     ``[best step, steps run]``."""
-    from ..core.map_phase import map_phase
     from ..core.random import make_generator
-    from ..core.warm_start import fan_in_position, map_init
+    from ..core.warm_start import map_init
 
-    classifier = getattr(posterior.likelihood, "kind", None) in ("categorical", "bernoulli")
-    steps_cap = map_steps_cap(recipe, int(x.shape[0]), m, classifier)
     if not recipe.vectorized_map:
         init = map_init(
             posterior,
             (x, y),
-            steps=steps_cap,
+            steps=_map_cap(recipe, posterior, x, m),
             lr=recipe.map_lr,
             batch_size=m,
             start="fan_in",
@@ -202,6 +199,32 @@ def _warm_starts(
         )
         return init, init.map_steps, None  # filled as the driver calls it
     gens = [make_generator(seed, MAP_CHAINS + c, x.device) for c in range(recipe.chains)]
+    best, steps, held_mse = map_fits(recipe, posterior, x, y, m, gens, progress)
+
+    def init(chain: int, gen: torch.Generator) -> dict[str, Tensor]:
+        return posterior.view.unravel(best[chain])
+
+    init.__name__ = f"map_phase(seed={seed}, chains={recipe.chains})"
+    return init, {c: s for c, s in enumerate(steps)}, held_mse
+
+
+def map_fits(
+    recipe: SamplerRecipe,
+    posterior: Any,
+    x: Tensor,
+    y: Tensor,
+    batch_size: int,
+    gens: list[torch.Generator],
+    progress: bool,
+) -> tuple[Tensor, list[tuple[int, int]], Tensor | None]:
+    """The recipe's MAP phase for ``len(gens)`` chains as one vectorised computation, chain ``c``
+    starting from PyTorch's initialisation drawn from ``gens[c]``: the positions ``[K, D]`` at each
+    chain's best held-out iterate, each chain's ``(best step, steps run)`` and held-out squared
+    error (:func:`bnnkit.core.map_phase.map_phase`).  The default's warm starts and a classifier's
+    ensemble members both come from here."""
+    from ..core.map_phase import map_phase
+    from ..core.warm_start import fan_in_position
+
     x0 = torch.stack([fan_in_position(posterior, g) for g in gens])
     best, steps, held_mse = map_phase(
         posterior,
@@ -209,9 +232,9 @@ def _warm_starts(
         y,
         x0,
         gens,
-        steps=steps_cap,
+        steps=_map_cap(recipe, posterior, x, batch_size),
         lr=recipe.map_lr,
-        batch_size=m,
+        batch_size=batch_size,
         holdout=recipe.map_holdout,
         patience=recipe.map_patience,
         # a functional prior's exact log density sums every Vecchia factor: use the step's estimate
@@ -222,12 +245,13 @@ def _warm_starts(
         from ..core.errors import BnnkitError
 
         raise BnnkitError("the MAP phase diverged; lower the recipe's map_lr (e.g. by 10x).")
+    return best, steps, held_mse
 
-    def init(chain: int, gen: torch.Generator) -> dict[str, Tensor]:
-        return posterior.view.unravel(best[chain])
 
-    init.__name__ = f"map_phase(seed={seed}, chains={recipe.chains})"
-    return init, {c: s for c, s in enumerate(steps)}, held_mse
+def _map_cap(recipe: SamplerRecipe, posterior: Any, x: Tensor, batch_size: int) -> int:
+    """:func:`map_steps_cap` for ``posterior``'s likelihood (a classifier's cap or regression's)."""
+    classifier = getattr(posterior.likelihood, "kind", None) in ("categorical", "bernoulli")
+    return map_steps_cap(recipe, int(x.shape[0]), batch_size, classifier)
 
 
 def map_steps_cap(recipe: SamplerRecipe, n: int, batch_size: int, classifier: bool = False) -> int:
