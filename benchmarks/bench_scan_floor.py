@@ -39,6 +39,7 @@ import torch
 
 import bnnkit
 from benchmarks._timing import mlp_workload, run_jax_child, write_results
+from benchmarks.peers_plugin import CycleStream
 from bnnkit.core.pure import call_scan, compile_scan, fused_log_prob
 from bnnkit.sgmcmc import Fused
 
@@ -200,7 +201,7 @@ def torch_cases(post: bnnkit.Posterior, batches: list, x0: torch.Tensor) -> dict
     }
     for name, alg in (("sgld", bnnkit.SGLD(EPS)), ("sghmc", bnnkit.SGHMC(1e-3, friction=10.0))):
         fk = Fused(alg, block=T).build(post)
-        stream = _Cycle(batches)
+        stream = CycleStream(batches)
         fst = {"s": fk.init(x0, batches[0])}
 
         def run_fused(fk=fk, stream=stream, fst=fst) -> None:
@@ -208,18 +209,6 @@ def torch_cases(post: bnnkit.Posterior, batches: list, x0: torch.Tensor) -> dict
 
         out[f"bnnkit_fused_{name}"] = run_fused
     return out
-
-
-class _Cycle:
-    """The pre-sliced minibatches in turn (no random numbers drawn)."""
-
-    def __init__(self, mbs: list) -> None:
-        self.mbs, self.i = mbs, 0
-
-    def next(self, gen: torch.Generator):
-        b = self.mbs[self.i % len(self.mbs)]
-        self.i += 1
-        return b
 
 
 def main() -> None:
