@@ -38,9 +38,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -114,16 +112,12 @@ def confirm(name: str, out: str, methods: tuple[str, ...] = ("default", "ensembl
 
 
 def mnist(root: str | None, out: str) -> None:
-    from bnnkit.bench import image
+    from experiments.image_records import mnist_records
 
-    image.DEFAULTS["default_recipe"] = {"map_max_steps_classifier": CANDIDATE}
-    with tempfile.TemporaryDirectory() as tmp:
-        image.run_image("mnist", ("default", "ensemble"), out=tmp, root=root, progress=False)
-        records = [json.loads(line) for line in (Path(tmp) / image.ROWS_FILE).read_text().splitlines()]
+    records = mnist_records({"map_max_steps_classifier": CANDIDATE}, ("default", "ensemble"), root)
     with open(out, "a") as fh:
         for r in records:
-            cap = CANDIDATE if r["method"] == "default" else None
-            row = {"dataset": "mnist", "cap": cap, **{k: v for k, v in r.items() if k != "reliability"}}
+            row = {"dataset": "mnist", "cap": CANDIDATE if r["method"] == "default" else None, **r}
             fh.write(json.dumps(row, default=str) + "\n")
             print(json.dumps(row, default=str)[:400], flush=True)
 

@@ -37,8 +37,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import tempfile
-from pathlib import Path
 
 from bnnkit.bench.uci.cell import run_cell
 from bnnkit.bench.uci.protocol import FULL
@@ -63,17 +61,10 @@ def uci(datasets: list[str], splits: int, root: str | None, out: str, both: bool
 
 
 def mnist(root: str | None, out: str) -> None:
-    from bnnkit.bench import image
+    from experiments.image_records import mnist_records
 
-    image.DEFAULTS["default_recipe"] = {"weight_prior": CANDIDATE}
-    with tempfile.TemporaryDirectory() as tmp:
-        image.run_image("mnist", ("default",), out=tmp, root=root, progress=False)
-        record = json.loads((Path(tmp) / image.ROWS_FILE).read_text().splitlines()[0])
-    row = {
-        "dataset": "mnist",
-        "weight_prior": CANDIDATE,
-        **{k: v for k, v in record.items() if k != "reliability"},
-    }
+    (record,) = mnist_records({"weight_prior": CANDIDATE}, ("default",), root)
+    row = {"dataset": "mnist", "weight_prior": CANDIDATE, **record}
     with open(out, "a") as f:
         f.write(json.dumps(row, default=str) + "\n")
     print(json.dumps(row, default=str)[:300], flush=True)

@@ -44,7 +44,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-from pathlib import Path
 
 from bnnkit.bench.uci.cell import run_cell
 from bnnkit.bench.uci.protocol import FULL
@@ -80,18 +79,14 @@ def main() -> None:
 
 def _mnist(a) -> None:
     """The image bench's ``default`` row on MNIST with the cap raised (its other settings as run)."""
-    import tempfile
-
-    from bnnkit.bench import image
+    from experiments.image_records import mnist_records
 
     # a classifier's own cap too: since protocol 14 it stays at 20,000 whatever map_max_steps says
-    image.DEFAULTS["default_recipe"] = {"map_max_steps": a.cap, "map_max_steps_classifier": a.cap}
-    with tempfile.TemporaryDirectory() as out:
-        report = image.run_image("mnist", ("default",), out=out, root=a.data, progress=False)
-        conv = json.loads((Path(out) / image.ROWS_FILE).read_text().splitlines()[0])["convergence"]
-    row = {"dataset": "mnist", "map_max_steps": a.cap, **report["rows"][0], "convergence": conv}
+    (record,) = mnist_records(
+        {"map_max_steps": a.cap, "map_max_steps_classifier": a.cap}, ("default",), a.data
+    )
     with open(a.out, "a") as f:
-        f.write(json.dumps(row, default=str) + "\n")
+        f.write(json.dumps({"dataset": "mnist", "map_max_steps": a.cap, **record}, default=str) + "\n")
 
 
 if __name__ == "__main__":
