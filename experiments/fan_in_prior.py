@@ -35,29 +35,17 @@ The rule, written before any cell ran (2026-11-28 05:16 UTC, commit 1afcd5e):
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
-
-from bnnkit.bench.uci.cell import run_cell
-from bnnkit.bench.uci.protocol import FULL
-from bnnkit.data.uci import load_uci
 
 CANDIDATE = "fan_in"
 
 
 def uci(datasets: list[str], splits: int, root: str | None, out: str, both: bool) -> None:
+    from experiments.recipe_cells import uci_cells
+
     priors = ("isotropic", CANDIDATE) if both else (CANDIDATE,)
-    for name in datasets:
-        for split in range(splits):
-            data = load_uci(name, split, root=root)
-            for prior in priors:
-                cfg = dataclasses.replace(FULL, recipe=dataclasses.replace(FULL.recipe, weight_prior=prior))
-                cell = run_cell("default", data, cfg, None, split, False)
-                row = {"dataset": name, "split": split, "weight_prior": prior, **cell}
-                with open(out, "a") as f:
-                    f.write(json.dumps(row, default=str) + "\n")
-                print(name, split, prior, round(cell["nll"], 3), round(cell["rmse"], 3),
-                      round(cell["seconds"], 1), flush=True)  # fmt: skip
+    recipes = {p: {"weight_prior": p} for p in priors}
+    uci_cells(datasets, list(range(splits)), root, out, recipes, "weight_prior")
 
 
 def mnist(root: str | None, out: str) -> None:

@@ -74,22 +74,27 @@ class SamplerRecipe:
     # the regression likelihood: starting noise sd (standardised units), Gamma(shape, rate) prior
     # of the noise precision; the N(0, prior_scale^2) weight prior
     # "sampled": the noise precision is sampled with the weights; "heldout": the noise sd is held
-    # at the root mean squared error of the MAP phase on its held-out rows (pooled over chains)
+    # at the root mean squared error of the MAP phase on its held-out rows (pooled over chains);
+    # "auto": held so only where that error is below noise_hold_below times the sd of the fitted
+    # targets (a nearly noiseless target), sampled elsewhere
     noise: str = "sampled"
     noise_init: float = 0.5
     # rate 1e-3, not 0.1: the prior's -rate * tau term pulled a nearly noiseless target's sampled
     # noise sd up to ~0.05 (yacht, energy); on noisy sets the residuals swamp either rate
     noise_prior: tuple[float, float] = (1.0, 1e-3)
+    noise_hold_below: float = 0.1
     prior_scale: float = 1.0
     # "isotropic": N(0, prior_scale^2) on every weight; "fan_in": a layer's weights
     # N(0, prior_scale^2 / fan_in) (GaussianPrior.fan_in), biases N(0, prior_scale^2)
     weight_prior: str = "isotropic"
 
     def __post_init__(self) -> None:
-        if self.noise not in ("sampled", "heldout"):
+        if self.noise not in ("sampled", "heldout", "auto"):
             from ..core.errors import BnnkitError
 
-            raise BnnkitError(f"SamplerRecipe.noise must be 'sampled' or 'heldout', got {self.noise!r}.")
+            raise BnnkitError(
+                f"SamplerRecipe.noise must be 'sampled', 'heldout' or 'auto', got {self.noise!r}."
+            )
         if self.weight_prior not in ("isotropic", "fan_in"):
             from ..core.errors import BnnkitError
 
@@ -119,8 +124,9 @@ def run_recipe(
     """The posterior sampled and its draws on ``(x, y)`` by ``recipe`` (a :class:`~bnnkit.Samples`
     whose ``config["convergence"]`` holds the last R-hat / ESS, what stopped the run, each
     chain's MAP phase and the seconds of the two phases; with ``vectorized_map=False`` the MAP
-    phases run inside the sampling call and count there).  The posterior is ``posterior`` itself, or with ``recipe.noise ==
-    "heldout"`` a copy whose Gaussian noise is held at the MAP phase's held-out error.
+    phases run inside the sampling call and count there).  The posterior is ``posterior`` itself, or
+    where :func:`held_noise` says so a copy whose Gaussian noise is held at the MAP phase's
+    held-out error (``config["convergence"]["noise_held"]``: that sd, or None).
     ``sampler="sghmc"`` runs scale-adapted SGHMC at step 3e-3 in place of pSGLD (the bench's
     protocol-4 sghmc, offered by :func:`bnnkit.fit` as ``method="sghmc"``)."""
     from ..core.driver import sample
@@ -134,8 +140,9 @@ def run_recipe(
     init, map_steps, held_mse = _warm_starts(recipe, posterior, x, y, m, seed, progress)
     t_sample = time.perf_counter()
     held_rmse = None if held_mse is None else float(held_mse.mean().sqrt())
-    if recipe.noise == "heldout" and held_rmse is not None:
-        posterior, init = _held_out_noise(posterior, init, held_rmse)
+    noise_held = held_noise(recipe, posterior, held_rmse, y)
+    if noise_held is not None:
+        posterior, init = _held_out_noise(posterior, init, noise_held)
     if sampler == "psgld":
         algorithm: Any = PreconditionedSGLD(recipe.step_size / n, alpha=recipe.alpha)
     else:
@@ -172,7 +179,27 @@ def run_recipe(
     }
     if held_rmse is not None:
         s.config["convergence"]["map_heldout_rmse"] = held_rmse
+        s.config["convergence"]["noise_held"] = noise_held
     return posterior, s
+
+
+def held_noise(recipe: SamplerRecipe, posterior: Any, held_rmse: float | None, y: Tensor) -> float | None:
+    """The sd at which the recipe holds a learnt Gaussian noise (None: sampled with the weights):
+    the MAP phase's pooled held-out RMSE ``held_rmse`` with ``noise="heldout"``, and with
+    ``noise="auto"`` only where ``held_rmse < noise_hold_below * sd(y)`` (a nearly noiseless
+    target, on which the sampled noise settles far above the fit's residual)."""
+    lik = posterior.likelihood
+    if (
+        held_rmse is None
+        or getattr(lik, "kind", None) != "gaussian"
+        or not getattr(lik, "learn_noise", False)
+    ):
+        return None
+    if recipe.noise == "heldout":
+        return held_rmse
+    if recipe.noise == "auto" and held_rmse < recipe.noise_hold_below * float(y.double().std()):
+        return held_rmse
+    return None
 
 
 MAP_CHAINS = 1 << 24  # the MAP phase of chain c draws from generator (seed, MAP_CHAINS + c)

@@ -317,8 +317,46 @@ def test_a_run_streamed_to_a_folder_comes_back_the_same_when_called_again(tmp_pa
 
 
 def test_a_recipe_with_an_unknown_noise_rule_is_refused_before_any_work():
-    with pytest.raises(BnnkitError, match="noise must be 'sampled' or 'heldout'"):
+    with pytest.raises(BnnkitError, match="noise must be 'sampled', 'heldout' or 'auto'"):
         SamplerRecipe(noise="fixed")
+
+
+def test_the_auto_noise_rule_holds_a_nearly_noiseless_targets_noise_and_samples_a_noisy_ones():
+    import dataclasses
+
+    auto = dataclasses.replace(SHORT, noise="auto", map_max_steps=2000, map_patience=10)
+    g = torch.Generator().manual_seed(1)
+    x = torch.rand(200, 2, generator=g) * 4 - 2
+    smooth = torch.sin(x[:, 0]) + 0.5 * x[:, 1]
+    for noise_sd, held in ((0.0, True), (0.5, False)):
+        y = smooth + noise_sd * torch.randn(200, generator=g)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            f = bnnkit.fit(_net(), (x, y), progress=False, recipe=auto, seed=0)
+        conv = f.draws.config["convergence"]
+        ratio = conv["map_heldout_rmse"]  # standardised targets: the ratio to their sd
+        assert (ratio < auto.noise_hold_below) == held, (noise_sd, ratio)
+        assert (conv["noise_held"] is not None) == held
+        # a held noise leaves no noise precision among the draws' coordinates
+        assert ("likelihood.log_precision" in f.posterior.view.names) != held
+        if held:
+            assert conv["noise_held"] == pytest.approx(ratio)
+            assert f.posterior.likelihood.noise == pytest.approx(ratio)
+
+
+def test_a_classifier_or_a_fixed_noise_is_never_held():
+    from bnnkit.api.recipe import held_noise
+    from bnnkit.core.posterior import Posterior
+    from bnnkit.likelihoods import Bernoulli, Gaussian
+    from bnnkit.priors import GaussianPrior
+
+    y = torch.zeros(10)
+    for lik, expect in ((Gaussian(0.5, learn_noise=True), 0.01), (Gaussian(0.5), None), (Bernoulli(), None)):
+        post = Posterior(_net(out=1), lik, GaussianPrior(1.0), num_data=10)
+        for rule in ("heldout", "auto"):
+            got = held_noise(SamplerRecipe(noise=rule), post, 0.01, y + torch.arange(10.0))
+            assert got == expect, (lik, rule)
+        assert held_noise(SamplerRecipe(), post, 0.01, y) is None  # "sampled"
 
 
 def test_the_epoch_caps_shrink_the_budget_on_few_rows_and_leave_many_rows_alone():
