@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..core.errors import BnnkitError
+from ..core.errors import BnnkitError, check_finite_rows
 from ..core.random import global_rng_seeded
 from ..data.coerce import as_pair, is_loader
 from .methods import GP_OPTIONS, METHODS, Problem, runner
@@ -76,8 +76,10 @@ def fit(
         raise BnnkitError(f"{x.shape[0]} input rows but {y.shape[0]} targets; pass one target per row.")
     if x.shape[0] < 2:
         raise BnnkitError(f"fit needs at least 2 rows of data, got {x.shape[0]}.")
+    check_finite_rows("inputs", x)
+    check_finite_rows("targets", y)
     device, dtype = params[0].device, params[0].dtype
-    kind = _kind(module, x.to(device=device, dtype=dtype), y, likelihood)
+    kind = _kind(_first_rows_out(module, x.to(device=device, dtype=dtype)), y, likelihood)
     if kind == "regression" and y.ndim == 2 and y.shape[1] == 1:
         y = y[:, 0]
     scaling, xs, ys = _standardised(x, y, kind, standardize, device, dtype)
@@ -168,17 +170,52 @@ def _standardised(
     return scaling, xs, ys
 
 
-def _kind(module: torch.nn.Module, x: Tensor, y: Tensor, likelihood: str) -> str:
+def _first_rows_out(module: torch.nn.Module, x: Tensor) -> Tensor:
+    """The module's output on the first two rows, refusing a forward that fails on them or does
+    not give one output row per input row (before any work, with what to change)."""
+    # in eval mode, each submodule's mode restored after: no dropout draw from the caller's random
+    # state and no batch-norm statistics updated by this check
+    modes = [(m, m.training) for m in module.modules()]
+    module.eval()
+    try:
+        with torch.no_grad():
+            out = module(x[:2])
+    except Exception as err:  # noqa: BLE001 - any failure of the user's forward gets the same help
+        hint = (
+            " A 1-D input is one row per value: for one feature pass x.reshape(-1, 1)."
+            if x.ndim == 1
+            else f" Each row has shape {tuple(x.shape[1:])}: does the module's first layer take that?"
+        )
+        raise BnnkitError(f"the module failed on inputs of shape {tuple(x[:2].shape)}: {err}.{hint}") from err
+    finally:
+        for m, mode in modes:
+            m.training = mode
+    if out.ndim == 0 or out.shape[0] != 2:
+        raise BnnkitError(
+            f"the module returned shape {tuple(out.shape)} for inputs of shape {tuple(x[:2].shape)}; "
+            "it must return one output row per input row."
+        )
+    return out
+
+
+def _kind(out: Tensor, y: Tensor, likelihood: str) -> str:
+    """The task (regression, categorical or bernoulli) from the likelihood asked for, the targets
+    and the module's output ``out`` on two rows; class labels are checked against its width."""
     if likelihood == "gaussian":
         return "regression"
-    if likelihood in ("categorical", "bernoulli"):
-        return likelihood
-    if y.is_floating_point():
+    if likelihood not in ("categorical", "bernoulli") and y.is_floating_point():
         return "regression"
-    with torch.no_grad():
-        try:
-            out = module(x[:1])
-        except Exception as err:  # noqa: BLE001 - any failure of the user's forward gets the same help
-            raise BnnkitError(f"the module failed on inputs of shape {tuple(x[:1].shape)}: {err}") from err
     width = int(out.shape[-1]) if out.ndim > 1 else 1
-    return "categorical" if width > 1 else "bernoulli"
+    kind = (
+        likelihood
+        if likelihood in ("categorical", "bernoulli")
+        else ("categorical" if width > 1 else "bernoulli")
+    )
+    if kind == "categorical" and y.numel():
+        lo, hi = int(y.min()), int(y.max())
+        if lo < 0 or hi >= width:
+            raise BnnkitError(
+                f"class labels must be 0 .. {width - 1} for a module with {width} outputs; the targets "
+                f"run from {lo} to {hi}. Encode the classes as 0 .. C-1 and give the last layer C outputs."
+            )
+    return kind
