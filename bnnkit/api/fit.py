@@ -64,7 +64,9 @@ def fit(
             added uniformly in the inputs' box, widened by ``box_margin`` of its range; default 0),
             ``gp_points`` (fsgld / fsghmc: at most this many training rows fit the GP prior's
             hyperparameters; default 500), ``prior_factors`` (fsgld / fsghmc: the Vecchia
-            factors, of 9 network rows each, a step's prior term is estimated from; default 8).
+            factors, of 9 network rows each, a step's prior term is estimated from; default 8),
+            ``measure_at`` (fsgld / fsghmc: inputs where you will predict, in your units, added
+            to the measurement points so that the GP prior reaches them; up to 1,000 training rows).
     """
     # over 80 lines only for the documented arguments above: the body is checks, then one Problem
     t0 = time.perf_counter()
@@ -83,6 +85,8 @@ def fit(
     if kind == "regression" and y.ndim == 2 and y.shape[1] == 1:
         y = y[:, 0]
     scaling, xs, ys = _standardised(x, y, kind, standardize, device, dtype)
+    if "measure_at" in options:  # inputs in the caller's units, standardised as the rows are
+        options = {**options, "measure_at": _measure_at(options["measure_at"], x, scaling, device, dtype)}
     m = batch_size or DEFAULT_RECIPE.batch_size
     if not (isinstance(m, int) and m >= 1):
         raise BnnkitError(f"batch_size must be a positive integer, got {batch_size!r}.")
@@ -168,6 +172,19 @@ def _standardised(
     else:
         ys = y.to(device=device).long().reshape(-1)
     return scaling, xs, ys
+
+
+def _measure_at(value: Any, x: Tensor, scaling: Scaling, device: torch.device, dtype: torch.dtype) -> Tensor:
+    """fsgld / fsghmc's ``measure_at`` inputs checked against the rows' shape and standardised."""
+    from ..data.coerce import as_tensor
+
+    m = as_tensor(value, "measure_at")
+    if m.ndim != x.ndim or m.shape[1:] != x.shape[1:] or m.shape[0] < 1:
+        raise BnnkitError(
+            f"measure_at must hold rows shaped as the inputs' ({tuple(x.shape[1:])}), got shape {tuple(m.shape)}."
+        )
+    check_finite_rows("measure_at", m)
+    return scaling.inputs(m if m.is_floating_point() else m.to(torch.float64)).to(device=device, dtype=dtype)
 
 
 def _first_rows_out(module: torch.nn.Module, x: Tensor) -> Tensor:

@@ -24,7 +24,7 @@ from .recipe import DEFAULT_RECIPE, SamplerRecipe, run_recipe
 EPOCHS, MAX_STEPS, LR = 300, 100_000, 1e-2
 NOISE_FLOOR = 0.01  # the fitted baselines' fixed noise sd is never below this (standardised units)
 # fit options of fsgld / fsghmc's GP prior
-GP_OPTIONS = frozenset({"kernel", "box_points", "box_margin", "gp_points", "prior_factors"})
+GP_OPTIONS = frozenset({"kernel", "box_points", "box_margin", "gp_points", "prior_factors", "measure_at"})
 # rows of the GP prior's fit: 500 rather than 1,000 cut wine's fit 5x (O(n^3) a step) and moved
 # the median held-out NLL by at most 0.003 nats (chosen on concrete's gap / tail splits, confirmed
 # on wine's: docs/results/gap_tail.md, "A cheaper prior fit")
@@ -162,7 +162,9 @@ def _functional(sampler: str) -> Callable[[Problem], tuple[Posterior, Any]]:
     Vecchia form) at the training inputs (at most 1,000), and with ``options["box_points"]`` that
     many points uniform in the inputs' box widened by ``options["box_margin"]`` (default 0.25) of
     its range on each side; ``options["prior_factors"]``: the Vecchia factors a step's prior term
-    is estimated from (default 8, each of 9 network rows)."""
+    is estimated from (default 8, each of 9 network rows); ``options["measure_at"]``: inputs
+    (standardised, as ``p.x``) added to the training inputs as measurement points, where the user
+    will predict (at most 1,000 training rows, no box points)."""
 
     def run(p: Problem) -> tuple[Posterior, Any]:
         from ..functional import FunctionalPosterior, MeasurementPoints, Vecchia
@@ -185,6 +187,14 @@ def _functional(sampler: str) -> Callable[[Problem], tuple[Posterior, Any]]:
             meas = MeasurementPoints(num_from_data=min(p.n, 1000), num_uniform=box, margin=margin)
         else:
             meas = p.x if p.n <= 1000 else MeasurementPoints(num_from_data=1000, num_uniform=0)
+        extra = p.options.get("measure_at")
+        if extra is not None:
+            if box or p.n > 1000:
+                raise BnnkitError(
+                    f"measure_at is added to the training inputs as they are: it needs at most 1,000 "
+                    f"training rows (got {p.n}) and no box_points."
+                )
+            meas = torch.cat([p.x, extra])  # duplicates dropped by the measurement set
         post = FunctionalPosterior(p.module, p.likelihood(), gp, meas, p.x, num_data=p.n, prior_form=form)
         return _chains(p, post, sampler)
 

@@ -463,6 +463,21 @@ def test_box_points_add_measurement_points_around_the_inputs():
     assert torch.isfinite(f.predict(x).mean).all()
 
 
+def test_measure_at_adds_the_inputs_where_one_will_predict_to_the_measurement_points():
+    x, y = _data(n=40)
+    new = torch.tensor([[5.0, 5.0], [-6.0, 0.0], [5.0, 5.0]])  # in the caller's units, one repeated
+    f = _fit((x, y), method="fsgld", measure_at=new)
+    points = f.posterior.measurement.points
+    assert points.shape[0] == 42  # the 40 training inputs and the two new rows, standardised
+    torch.testing.assert_close(points[-2:], f._inputs(new[:2]))
+    with pytest.raises(BnnkitError, match="measure_at must hold rows shaped as the inputs"):
+        _fit((x, y), method="fsgld", measure_at=torch.zeros(3, 5))
+    with pytest.raises(BnnkitError, match="no box_points"):
+        _fit((x, y), method="fsgld", measure_at=new, box_points=5)
+    with pytest.raises(BnnkitError, match="set the GP prior of fsgld / fsghmc"):
+        _fit((x, y), method="default", measure_at=new)
+
+
 def test_a_handful_of_rows_fits_without_a_held_out_score():
     x, y = _data(n=4)  # the MAP phase's held-out tenth is no row: it runs its budget unscored
     f = _fit((x, y))
