@@ -54,6 +54,9 @@ VARIANTS = {
     # the RBF prior's hyperparameters fitted to 500 random training rows instead of 1,000
     "fit500": {"gp_points": 500},
     "factors4": {"prior_factors": 4},
+    # 250 measurement points a step next to the data: a training row with one input moved past
+    # its range, into a quarter of it (``edge_points``; experiments/edge_points.py)
+    "edge250": {"edge_points": 250, "box_margin": 0.25},
     # transductive, a diagnosis rather than a candidate: the held-out rows' inputs (never their
     # targets) added to the measurement points (``measure_at``; filled in by ``run``)
     "at_test": {},

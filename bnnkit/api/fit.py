@@ -62,6 +62,8 @@ def fit(
             ``kernel`` (the GP prior of fsgld / fsghmc, a :func:`~bnnkit.functional.make_kernel` spec;
             default ``"rbf"``), ``box_points`` / ``box_margin`` (fsgld / fsghmc: measurement points
             added uniformly in the inputs' box, widened by ``box_margin`` of its range; default 0),
+            ``edge_points`` (fsgld / fsghmc: measurement points a step, each a training row with
+            one input moved past its range into that margin; default 0),
             ``gp_points`` (fsgld / fsghmc: at most this many training rows fit the GP prior's
             hyperparameters; default 500), ``prior_factors`` (fsgld / fsghmc: the Vecchia
             factors, of 9 network rows each, a step's prior term is estimated from; default 8),

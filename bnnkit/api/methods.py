@@ -24,7 +24,9 @@ from .recipe import DEFAULT_RECIPE, SamplerRecipe, run_recipe
 EPOCHS, MAX_STEPS, LR = 300, 100_000, 1e-2
 NOISE_FLOOR = 0.01  # the fitted baselines' fixed noise sd is never below this (standardised units)
 # fit options of fsgld / fsghmc's GP prior
-GP_OPTIONS = frozenset({"kernel", "box_points", "box_margin", "gp_points", "prior_factors", "measure_at"})
+GP_OPTIONS = frozenset(
+    {"kernel", "box_points", "box_margin", "gp_points", "prior_factors", "measure_at", "edge_points"}
+)
 # rows of the GP prior's fit: 500 rather than 1,000 cut wine's fit 5x (O(n^3) a step) and moved
 # the median held-out NLL by at most 0.003 nats (chosen on concrete's gap / tail splits, confirmed
 # on wine's: docs/results/gap_tail.md, "A cheaper prior fit")
@@ -161,7 +163,9 @@ def _functional(sampler: str) -> Callable[[Problem], tuple[Posterior, Any]]:
     likelihood to at most ``options["gp_points"]`` (default :data:`GP_POINTS`) training rows, in its
     Vecchia form) at the training inputs (at most 1,000), and with ``options["box_points"]`` that
     many points uniform in the inputs' box widened by ``options["box_margin"]`` (default 0.25) of
-    its range on each side; ``options["prior_factors"]``: the Vecchia factors a step's prior term
+    its range on each side; ``options["edge_points"]`` that many points a step just past one
+    input's training range (``MeasurementPoints.num_edge``, into the same margin);
+    ``options["prior_factors"]``: the Vecchia factors a step's prior term
     is estimated from (default 8, each of 9 network rows); ``options["measure_at"]``: inputs
     (standardised, as ``p.x``) added to the training inputs as measurement points, where the user
     will predict (at most 1,000 training rows, no box points)."""
@@ -181,18 +185,21 @@ def _functional(sampler: str) -> Callable[[Problem], tuple[Posterior, Any]]:
         kernel = p.options.get("kernel", "rbf")
         gp, _ = fitted_gp(p.x, p.y, p.seed, kernel=kernel, max_points=points, progress=p.progress)
         box = int(p.options.get("box_points", 0))
+        edge = int(p.options.get("edge_points", 0))
         meas: Any
-        if box:  # and points uniform in the box around the inputs, where the data say nothing
+        if box or edge:  # and points in the box around the inputs / past one input's range
             margin = float(p.options.get("box_margin", 0.25))
-            meas = MeasurementPoints(num_from_data=min(p.n, 1000), num_uniform=box, margin=margin)
+            meas = MeasurementPoints(
+                num_from_data=min(p.n, 1000), num_uniform=box, num_edge=edge, margin=margin
+            )
         else:
             meas = p.x if p.n <= 1000 else MeasurementPoints(num_from_data=1000, num_uniform=0)
         extra = p.options.get("measure_at")
         if extra is not None:
-            if box or p.n > 1000:
+            if box or edge or p.n > 1000:
                 raise BnnkitError(
                     f"measure_at is added to the training inputs as they are: it needs at most 1,000 "
-                    f"training rows (got {p.n}) and no box_points."
+                    f"training rows (got {p.n}) and no box_points or edge_points."
                 )
             meas = torch.cat([p.x, extra])  # duplicates dropped by the measurement set
         post = FunctionalPosterior(p.module, p.likelihood(), gp, meas, p.x, num_data=p.n, prior_form=form)

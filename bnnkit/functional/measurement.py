@@ -75,11 +75,17 @@ def _rows(x: Tensor, k: int, generator: torch.Generator) -> Tensor:
 
 @dataclass(frozen=True)
 class MeasurementPoints:
-    """How to draw ``X_M``: ``num_from_data`` data rows plus ``num_uniform`` uniform box points.
+    """How to draw ``X_M``: ``num_from_data`` data rows plus ``num_uniform`` uniform box points
+    plus ``num_edge`` edge points.
 
     Args:
         num_from_data: rows taken from the inputs named by ``source``.
         num_uniform: points uniform in the box ``[low, high]``.
+        num_edge: points just beyond the data along one input: a training row drawn at random with
+            one of its inputs ``j`` (at random) moved past the training range on a random side,
+            uniformly into the margin: ``max_j + u (high_j - max_j)`` or ``min_j - u (min_j -
+            low_j)``.  Unlike box points, which in many dimensions fall far from every row, they
+            sit next to the data, where extrapolating along one input takes a model first.
         source: ``"train"`` (all training inputs) or ``"batch"`` (the current minibatch's inputs).
         margin: the default box is the training range widened by ``margin * range`` on each side
             (a dimension with zero range stays at its constant value).
@@ -92,6 +98,7 @@ class MeasurementPoints:
 
     num_from_data: int = 40
     num_uniform: int = 40
+    num_edge: int = 0
     source: str = "train"
     margin: float = 0.1
     low: Bound = None
@@ -99,11 +106,11 @@ class MeasurementPoints:
     dedupe: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("num_from_data", "num_uniform"):
+        for name in ("num_from_data", "num_uniform", "num_edge"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise BnnkitError(f"{name} must be an integer >= 0, got {v!r}.")
-        if self.num_from_data + self.num_uniform < 1:
+        if self.num_from_data + self.num_uniform + self.num_edge < 1:
             raise BnnkitError(
                 "num_from_data + num_uniform must be at least 1: the prior needs measurement points "
                 "(the paper's 1-D setting uses 40 + 40)."
@@ -128,7 +135,7 @@ class MeasurementPoints:
     @property
     def max_points(self) -> int:
         """Largest ``M`` a draw can have (fewer after deduplication)."""
-        return self.num_from_data + self.num_uniform
+        return self.num_from_data + self.num_uniform + self.num_edge
 
     def bind(self, train_x: Tensor) -> BoundMeasurementPoints:
         """Compute the box from ``train_x`` [N, d] and return the sampler."""
@@ -154,9 +161,9 @@ class MeasurementPoints:
                 f"high={high.tolist()} (an explicit bound combined with the training range)."
             )
         # Checked once, and only where sample() can use it (data rows alone, from the training set).
-        can_skip = self.dedupe and self.source == "train" and self.num_uniform == 0
+        can_skip = self.dedupe and self.source == "train" and self.num_uniform == 0 and self.num_edge == 0
         distinct = can_skip and dedupe_rows(x).shape[0] == x.shape[0]
-        return BoundMeasurementPoints(self, x, low, high, distinct)
+        return BoundMeasurementPoints(self, x, low, high, distinct, lo_data, hi_data)
 
     @staticmethod
     def fixed(x: Tensor, dedupe: bool = True) -> FixedMeasurementPoints:
@@ -167,6 +174,7 @@ class MeasurementPoints:
         return {
             "num_from_data": self.num_from_data,
             "num_uniform": self.num_uniform,
+            "num_edge": self.num_edge,
             "source": self.source,
             "margin": self.margin,
             "low": None if self.low is None else list(self.low),
@@ -184,6 +192,8 @@ class BoundMeasurementPoints:
     low: Tensor
     high: Tensor
     train_distinct: bool = False  # data-only draws from training rows known to be distinct (bind)
+    data_low: Tensor | None = None  # the training range, for edge points
+    data_high: Tensor | None = None
 
     @property
     def input_dim(self) -> int:
@@ -220,11 +230,27 @@ class BoundMeasurementPoints:
                 dtype=pool.dtype,
             ).to(pool.device)
             parts.append(self.low + u * (self.high - self.low))
+        if spec.num_edge:
+            parts.append(self._edge(spec.num_edge, generator))
         xm = torch.cat(parts)
         # Rows drawn without replacement from distinct training rows cannot repeat: skip the
         # row-wise unique (3 ms per step at M = 1000), which would return xm unchanged.
         no_repeats = self.train_distinct and spec.num_from_data <= pool.shape[0]
         return dedupe_rows(xm) if spec.dedupe and not no_repeats else xm
+
+    def _edge(self, k: int, generator: torch.Generator) -> Tensor:
+        """``k`` edge points (see :class:`MeasurementPoints`), drawn from ``generator`` only."""
+        x, d = self.train_x, self.input_dim
+        dev = generator.device
+        rows = torch.randint(x.shape[0], (k,), generator=generator, device=dev).to(x.device)
+        dim = torch.randint(d, (k,), generator=generator, device=dev).to(x.device)
+        up = torch.rand(k, generator=generator, device=dev, dtype=x.dtype).to(x.device) < 0.5
+        u = torch.rand(k, generator=generator, device=dev, dtype=x.dtype).to(x.device)
+        lo, hi = self.data_low[dim], self.data_high[dim]
+        value = torch.where(up, hi + u * (self.high[dim] - hi), lo - u * (lo - self.low[dim]))
+        out = x[rows].clone()
+        out[torch.arange(k, device=x.device), dim] = value
+        return out
 
     def config(self) -> dict:
         return {**self.spec.config(), "box_low": self.low.tolist(), "box_high": self.high.tolist()}

@@ -60,6 +60,28 @@ def test_uniform_points_fill_the_box_and_explicit_bounds_replace_it():
     torch.testing.assert_close(half.high, MeasurementPoints().bind(x).high)
 
 
+def test_edge_points_move_one_input_of_a_training_row_past_its_range_into_the_margin():
+    x = train(d=2)
+    bound = MeasurementPoints(num_from_data=0, num_uniform=0, num_edge=4000, margin=0.25).bind(x)
+    e = bound.sample(None, gen(3))
+    assert e.shape == (4000, 2)
+    lo, hi = x.min(0).values, x.max(0).values
+    outside = (e < lo) | (e > hi)
+    assert (outside.sum(1) == 1).all()  # exactly one input past the range, the other a row's own
+    for j in range(2):
+        moved = outside[:, j]
+        other = e[moved][:, 1 - j]
+        assert torch.isin(other, x[:, 1 - j]).all()
+        assert (e[moved, j] >= bound.low[j]).all() and (e[moved, j] <= bound.high[j]).all()
+        # both sides, each dimension about half the time, spread over the whole margin
+        assert 0.45 < moved.double().mean() < 0.55
+        up = e[moved, j] > hi[j]
+        assert 0.45 < up.double().mean() < 0.55
+        assert (e[moved][up, j] - hi[j]).max() > 0.24 * (hi[j] - lo[j])
+    assert torch.equal(bound.sample(None, gen(3)), e)  # from the generator alone
+    assert MeasurementPoints(num_from_data=0, num_uniform=0, num_edge=1).max_points == 1
+
+
 def test_same_generator_state_same_points_and_fresh_points_each_call():
     x = train()
     bound = MeasurementPoints(num_from_data=15, num_uniform=15).bind(x)
