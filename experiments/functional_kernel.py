@@ -25,6 +25,7 @@ from bnnkit.bench.uci.protocol import FULL, PROTOCOL
 from bnnkit.data import load_uci_columns
 from bnnkit.data.splits import split_rows
 from bnnkit.data.uci import UCIData, uci_dataset_name
+from bnnkit.functional import MeasurementPoints
 
 
 def splits_of(name: str, kind: str, root: str) -> UCIData:
@@ -57,6 +58,9 @@ VARIANTS = {
     # 250 measurement points a step next to the data: a training row with one input moved past
     # its range, into a quarter of it (``edge_points``; experiments/edge_points.py)
     "edge250": {"edge_points": 250, "box_margin": 0.25},
+    # 250 such points drawn once (seeded by the split) and kept with the training inputs
+    # (``measure_at``; filled in by ``run``)
+    "edge250fixed": {},
     # transductive, a diagnosis rather than a candidate: the held-out rows' inputs (never their
     # targets) added to the measurement points (``measure_at``; filled in by ``run``)
     "at_test": {},
@@ -69,6 +73,9 @@ def run(data: UCIData, kind: str, split: int, method: str, kernel: str) -> dict:
     extra = VARIANTS.get(kernel, {"kernel": kernel})
     if kernel == "at_test":
         extra = {"measure_at": d.x_test}
+    elif kernel == "edge250fixed":
+        edge = MeasurementPoints(num_from_data=0, num_uniform=0, num_edge=250, margin=0.25).bind(d.x_train)
+        extra = {"measure_at": edge.sample(None, torch.Generator().manual_seed(split))}
     opts = MappingProxyType({method: MappingProxyType(extra)})
     cfg = FULL if kernel == "rbf" else dataclasses.replace(FULL, options=opts)
     t0 = time.perf_counter()
