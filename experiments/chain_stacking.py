@@ -1,0 +1,92 @@
+"""Stacking the default recipe's chains (Yao, Vehtari and Gelman 2022, "Stacking for non-mixing
+Bayesian computations"): the four chains sit in different modes (function-space R-hat 1.1-3.0),
+and the predictive mixes them with equal weights.  Stacking weights them by their leave-one-out
+predictive densities on the training rows (PSIS-LOO per chain, ArviZ ``loo``): maximise
+``sum_n log sum_k w_k exp(elpd_loo_{k,n})`` over the simplex.  No test label is read to weight.
+
+Exploratory, on the choice sets only (no rule was registered, no confirmation set was run): one
+JSON line per split, equal-weight scores (the bench's stored ``default`` cell, reproduced) beside
+the stacked ones, from the same draws.
+
+    python -m experiments.chain_stacking --dataset yacht --splits 10 --data ../shared/data \\
+        --out experiments/results/chain_stacking_exploratory.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import warnings
+
+import numpy as np
+import torch
+
+
+def loo_per_chain(ll: np.ndarray) -> tuple[np.ndarray, list[float]]:
+    """Pointwise PSIS-LOO ``[K, N]`` of each chain's draws ``ll [K, S, N]``, and each chain's share
+    of rows with Pareto k > 0.7 (where the row's estimate is unreliable)."""
+    import arviz as az
+
+    out, bad = [], []
+    for k in range(ll.shape[0]):
+        idata = az.from_dict(posterior={"_": np.zeros((1, ll.shape[1]))}, log_likelihood={"y": ll[k][None]})
+        r = az.loo(idata, pointwise=True)
+        out.append(r.loo_i.values)
+        bad.append(float((r.pareto_k.values > 0.7).mean()))
+    return np.stack(out), bad
+
+
+def stacking_weights(loo: np.ndarray) -> np.ndarray:
+    """The simplex weights ``[K]`` maximising ``sum_n log sum_k w_k exp(loo[k, n])``."""
+    from scipy.optimize import minimize
+
+    e = np.exp(loo - loo.max(0))
+
+    def objective(z: np.ndarray) -> float:
+        w = np.exp(z - z.max())
+        return -float(np.log(e.T @ (w / w.sum())).sum())
+
+    z = minimize(objective, np.zeros(loo.shape[0]), method="Nelder-Mead",
+                 options={"xatol": 1e-6, "fatol": 1e-8, "maxiter": 4000}).x  # fmt: skip
+    w = np.exp(z - z.max())
+    return w / w.sum()
+
+
+def run(name: str, split: int, root: str | None) -> dict:
+    from bnnkit.bench.uci.cell import fit_cell, test_scores
+    from bnnkit.bench.uci.protocol import FULL
+    from bnnkit.data.uci import load_uci
+    from bnnkit.predict import predict
+
+    d = load_uci(name, split, root=root)
+    f = fit_cell("default", d, FULL, None, split, False)
+    chains, draws = f.draws.positions.shape[:2]
+    ll = predict(f.posterior, f.draws, d.x_train).log_prob_draws(d.y_train)
+    loo, bad = loo_per_chain(ll.reshape(chains, draws, -1).double().numpy())
+    w = stacking_weights(loo)
+    per_draw = torch.tensor(np.repeat(w / draws, draws))
+    equal = test_scores(predict(f.posterior, f.draws, d.x_test), d)
+    stacked = test_scores(predict(f.posterior, f.draws, d.x_test, weights=per_draw), d)
+    return {"dataset": name, "split": split, "weights": w.round(3).tolist(),
+            "loo_mean": loo.mean(1).round(3).tolist(), "bad_k_share": bad,
+            "equal": equal, "stacked": stacked}  # fmt: skip
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--dataset", default="yacht")
+    p.add_argument("--splits", type=int, default=10)
+    p.add_argument("--data", default=None)
+    p.add_argument("--out", required=True)
+    a = p.parse_args()
+    torch.set_num_threads(1)
+    warnings.simplefilter("ignore")
+    for split in range(a.splits):
+        row = run(a.dataset, split, a.data)
+        print(json.dumps(row), flush=True)
+        with open(a.out, "a") as f:
+            f.write(json.dumps(row) + "\n")
+
+
+if __name__ == "__main__":
+    main()
