@@ -36,6 +36,17 @@ def loo_per_chain(ll: np.ndarray) -> tuple[np.ndarray, list[float]]:
     return np.stack(out), bad
 
 
+def worst_chain_z(loo: np.ndarray) -> float:
+    """How far the worst chain's LOO fit is below the best chain's, in standard errors of the
+    paired difference over the rows: ``max_k sum_n (loo[b, n] - loo[k, n]) / (sqrt(N) sd_n(...))``,
+    ``b`` the chain with the largest sum (Vehtari et al. 2017's paired elpd difference)."""
+    best = int(loo.sum(1).argmax())
+    diff = loo[best][None] - loo
+    se = np.sqrt(loo.shape[1]) * diff.std(1, ddof=1)
+    z = np.where(se > 0, diff.sum(1) / np.where(se > 0, se, 1.0), 0.0)
+    return float(z.max())
+
+
 def stacking_weights(loo: np.ndarray) -> np.ndarray:
     """The simplex weights ``[K]`` maximising ``sum_n log sum_k w_k exp(loo[k, n])``."""
     from scipy.optimize import minimize
@@ -68,7 +79,7 @@ def run(name: str, split: int, root: str | None) -> dict:
     equal = test_scores(predict(f.posterior, f.draws, d.x_test), d)
     stacked = test_scores(predict(f.posterior, f.draws, d.x_test, weights=per_draw), d)
     return {"dataset": name, "split": split, "weights": w.round(3).tolist(),
-            "loo_mean": loo.mean(1).round(3).tolist(), "bad_k_share": bad,
+            "loo_mean": loo.mean(1).round(3).tolist(), "bad_k_share": bad, "worst_chain_z": worst_chain_z(loo),
             "equal": equal, "stacked": stacked}  # fmt: skip
 
 
