@@ -8,7 +8,7 @@ samples it.  Two candidates (``bnnkit.api.recipe.held_noise``):
 - ``heldout``: ``SamplerRecipe(noise="heldout")``, the noise sd held at the MAP phase's held-out
   RMSE (pooled over the four chains' held-out tenths) on every regression set;
 - ``auto``: ``SamplerRecipe(noise="auto")``, held so only where that RMSE is below
-  ``noise_hold_below = 0.1`` times the sd of the training targets (R^2 above 0.99 on held-out
+  ``noiseless_below = 0.1`` times the sd of the training targets (R^2 above 0.99 on held-out
   rows: a nearly noiseless target), sampled as now elsewhere.
 
 The rule, written before any cell ran (2026-11-28 07:27 UTC):

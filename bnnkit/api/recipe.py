@@ -75,14 +75,18 @@ class SamplerRecipe:
     # of the noise precision; the N(0, prior_scale^2) weight prior
     # "sampled": the noise precision is sampled with the weights; "heldout": the noise sd is held
     # at the root mean squared error of the MAP phase on its held-out rows (pooled over chains);
-    # "auto": held so only where that error is below noise_hold_below times the sd of the fitted
+    # "auto": held so only where that error is below noiseless_below times the sd of the fitted
     # targets (a nearly noiseless target), sampled elsewhere
     noise: str = "sampled"
     noise_init: float = 0.5
     # rate 1e-3, not 0.1: the prior's -rate * tau term pulled a nearly noiseless target's sampled
     # noise sd up to ~0.05 (yacht, energy); on noisy sets the residuals swamp either rate
     noise_prior: tuple[float, float] = (1.0, 1e-3)
-    noise_hold_below: float = 0.1
+    noiseless_below: float = 0.1
+    # how the predictive weights the chains: "equal"; "stacked", by their leave-one-out fit to the
+    # training rows (bnnkit.diagnostics.stacking; regression in weight space only); "auto",
+    # stacked only where the target is nearly noiseless (noiseless_below, as noise="auto")
+    chain_weights: str = "equal"
     prior_scale: float = 1.0
     # "isotropic": N(0, prior_scale^2) on every weight; "fan_in": a layer's weights
     # N(0, prior_scale^2 / fan_in) (GaussianPrior.fan_in), biases N(0, prior_scale^2)
@@ -100,6 +104,13 @@ class SamplerRecipe:
 
             raise BnnkitError(
                 f"SamplerRecipe.weight_prior must be 'isotropic' or 'fan_in', got {self.weight_prior!r}."
+            )
+
+        if self.chain_weights not in ("equal", "stacked", "auto"):
+            from ..core.errors import BnnkitError
+
+            raise BnnkitError(
+                f"SamplerRecipe.chain_weights must be 'equal', 'stacked' or 'auto', got {self.chain_weights!r}."
             )
 
     def config(self) -> dict[str, Any]:
@@ -180,13 +191,60 @@ def run_recipe(
     if held_rmse is not None:
         s.config["convergence"]["map_heldout_rmse"] = held_rmse
         s.config["convergence"]["noise_held"] = noise_held
+    stacked = _stack_chains(recipe, posterior, s, x, y, held_rmse, seed)
+    if stacked is not None:
+        s.config["convergence"]["stacking"] = stacked
     return posterior, s
+
+
+STACK_ROWS = 2000  # the chains' leave-one-out fit is scored on at most this many training rows
+STACK_SEED = 1 << 25  # and those rows are drawn from generator (seed, STACK_SEED)
+
+
+def _stack_chains(
+    recipe: SamplerRecipe,
+    posterior: Any,
+    samples: Any,
+    x: Tensor,
+    y: Tensor,
+    held_rmse: float | None,
+    seed: int,
+) -> dict | None:
+    """Where the recipe stacks the chains (:attr:`SamplerRecipe.chain_weights`), their per-draw
+    weights put into ``samples.stats["log_weight"]`` (which every predictive reads) and the
+    stacking report; None where the chains keep equal weights."""
+    from ..core.random import make_generator
+    from ..diagnostics.stacking import stacked_log_weights
+    from ..predict import predict
+
+    lik = posterior.likelihood
+    if (
+        recipe.chain_weights == "equal"
+        or _is_functional(posterior)
+        or getattr(lik, "kind", None) != "gaussian"
+    ):
+        return None
+    if recipe.chain_weights == "auto" and not (
+        held_rmse is not None and held_rmse < recipe.noiseless_below * float(y.double().std())
+    ):
+        return None
+    n = int(x.shape[0])
+    rows = torch.arange(n, device=x.device)
+    if n > STACK_ROWS:
+        gen = make_generator(seed, STACK_SEED, torch.device("cpu"))
+        rows = torch.randperm(n, generator=gen)[:STACK_ROWS].sort().values.to(x.device)
+    k, d = samples.positions.shape[0], samples.positions.shape[1]
+    with torch.no_grad():
+        ll = predict(posterior, samples, x[rows]).log_prob_draws(y[rows])
+    lw, report = stacked_log_weights(ll.reshape(k, d, -1))
+    samples.stats["log_weight"] = lw.to(samples.positions.device)
+    return report
 
 
 def held_noise(recipe: SamplerRecipe, posterior: Any, held_rmse: float | None, y: Tensor) -> float | None:
     """The sd at which the recipe holds a learnt Gaussian noise (None: sampled with the weights):
     the MAP phase's pooled held-out RMSE ``held_rmse`` with ``noise="heldout"``, and with
-    ``noise="auto"`` only where ``held_rmse < noise_hold_below * sd(y)`` (a nearly noiseless
+    ``noise="auto"`` only where ``held_rmse < noiseless_below * sd(y)`` (a nearly noiseless
     target, on which the sampled noise settles far above the fit's residual)."""
     lik = posterior.likelihood
     if (
@@ -197,7 +255,7 @@ def held_noise(recipe: SamplerRecipe, posterior: Any, held_rmse: float | None, y
         return None
     if recipe.noise == "heldout":
         return held_rmse
-    if recipe.noise == "auto" and held_rmse < recipe.noise_hold_below * float(y.double().std()):
+    if recipe.noise == "auto" and held_rmse < recipe.noiseless_below * float(y.double().std()):
         return held_rmse
     return None
 

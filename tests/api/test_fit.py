@@ -335,13 +335,51 @@ def test_the_auto_noise_rule_holds_a_nearly_noiseless_targets_noise_and_samples_
             f = bnnkit.fit(_net(), (x, y), progress=False, recipe=auto, seed=0)
         conv = f.draws.config["convergence"]
         ratio = conv["map_heldout_rmse"]  # standardised targets: the ratio to their sd
-        assert (ratio < auto.noise_hold_below) == held, (noise_sd, ratio)
+        assert (ratio < auto.noiseless_below) == held, (noise_sd, ratio)
         assert (conv["noise_held"] is not None) == held
         # a held noise leaves no noise precision among the draws' coordinates
         assert ("likelihood.log_precision" in f.posterior.view.names) != held
         if held:
             assert conv["noise_held"] == pytest.approx(ratio)
             assert f.posterior.likelihood.noise == pytest.approx(ratio)
+
+
+def test_stacked_chains_weight_the_predictive_and_survive_save_and_load(tmp_path):
+    x, y = _data(n=80)
+    stacked = dataclasses.replace(SHORT, chain_weights="stacked")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        f = bnnkit.fit(_net(), (x, y), progress=False, recipe=stacked, seed=0)
+        plain = bnnkit.fit(_net(), (x, y), progress=False, recipe=SHORT, seed=0)
+    report = f.draws.config["convergence"]["stacking"]
+    w = torch.tensor(report["chain_weights"], dtype=torch.float64)
+    assert len(w) == SHORT.chains and abs(float(w.sum()) - 1) < 1e-9
+    # the same draws as the equal-weight fit, weighted chain by chain
+    assert torch.equal(f.draws.positions, plain.draws.positions)
+    per_chain = f.draws.weights.reshape(SHORT.chains, -1).sum(1)
+    torch.testing.assert_close(per_chain, w)
+    xt = torch.linspace(-2, 2, 7).reshape(-1, 1).repeat(1, 2)
+    assert float(w.max() - w.min()) > 1e-3  # four modes that fit differently
+    assert not torch.allclose(f.predict(xt).mean, plain.predict(xt).mean)  # the predictive reads them
+    f.save(tmp_path / "f.pt")
+    back = bnnkit.load(tmp_path / "f.pt", _net())
+    torch.testing.assert_close(back.predict(xt).mean, f.predict(xt).mean)
+    with pytest.raises(BnnkitError, match="chain_weights must be"):
+        SamplerRecipe(chain_weights="best")
+
+
+def test_auto_chain_weights_stack_only_a_nearly_noiseless_target():
+    g = torch.Generator().manual_seed(1)
+    x = torch.rand(200, 2, generator=g) * 4 - 2
+    smooth = torch.sin(x[:, 0]) + 0.5 * x[:, 1]
+    auto = dataclasses.replace(SHORT, chain_weights="auto", map_max_steps=2000, map_patience=10)
+    for noise_sd, stacks in ((0.0, True), (0.5, False)):
+        y = smooth + noise_sd * torch.randn(200, generator=g)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            f = bnnkit.fit(_net(), (x, y), progress=False, recipe=auto, seed=0)
+        assert ("stacking" in f.draws.config["convergence"]) == stacks
+        assert (f.draws.log_weights is not None) == stacks
 
 
 def test_a_classifier_or_a_fixed_noise_is_never_held():
