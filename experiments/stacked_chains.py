@@ -28,6 +28,11 @@ of four, higher on none, RMSE 0.94x and 0.98x.
   stay within 2x the ensemble's.
 - Adopt (protocol 15) only if (a)-(d) hold.
 
+Outcome: (a)-(d) held (co2 -0.032 +- 0.015, the ten other sets unchanged, yacht 1.9x the
+ensemble's seconds), but on yacht's and energy's gap and tail splits the stacked default was
+worse beyond the data (energy's tails: 6 of 6, coverage 0.74 -> 0.63), so it was not adopted
+(docs/results/default_recipe.md, "The chains stacked on nearly noiseless targets").
+
     python -m experiments.stacked_chains --datasets wine-quality-red,kin8nm --splits 10 \\
         --data ../shared/data --out experiments/results/stacked_chains_confirm.jsonl
     python -m experiments.stacked_chains --table experiments/results/stacked_chains_confirm.jsonl

@@ -22,25 +22,16 @@ from ...api.methods import METHODS
 from ...api.recipe import DEFAULT_RECIPE, SamplerRecipe
 
 # Written into every cell (key "protocol"); --resume and --from-cells take only cells of it (or CARRIED).
-# 14: the default recipe's MAP cap 60,000 steps for regression (was 20,000); 15: its chains stacked
-# on nearly noiseless targets (SamplerRecipe.chain_weights="auto"; CHANGELOG)
-PROTOCOL = 15
+PROTOCOL = 14  # 14: the default recipe's MAP cap 60,000 steps for regression (was 20,000; CHANGELOG)
 _BASELINES = frozenset({"ensemble", "mcdropout", "laplace", "bbb"})
 # the methods whose cells an older protocol wrote exactly as this one writes them (same code, same
 # numbers), so --resume and --from-cells take them: protocol version -> methods
-# (13: NUTS and HMC, which run no MAP phase, too; 14: and fsgld / fsghmc, whose chains 15 does not
-# stack); and UNCAPPED, version -> MAP cap: a cell of that version whose MAP phases all stopped
-# before the cap ran as this protocol runs it (13 -> 14 changed only the cap; 15 stacks some
-# default cells, so none is carried now)
+# (13: NUTS and HMC, which run no MAP phase, too); and UNCAPPED, 14 having changed only the MAP
+# cap: a 13 cell whose MAP phases all stopped before 20,000 steps ran as 14 runs it
 CARRIED: Mapping[int, frozenset[str]] = MappingProxyType(
-    {
-        10: _BASELINES,
-        12: _BASELINES,
-        13: _BASELINES | {"nuts", "hmc"},
-        14: _BASELINES | {"nuts", "hmc", "fsgld", "fsghmc"},
-    }
+    {10: _BASELINES, 12: _BASELINES, 13: _BASELINES | {"nuts", "hmc"}}
 )
-UNCAPPED: Mapping[int, int] = MappingProxyType({})
+UNCAPPED = MappingProxyType({13: 20_000})
 DEFAULT_METHODS = ("default", "ensemble", "mcdropout", "laplace", "bbb")
 
 
