@@ -1,7 +1,8 @@
 """Stacking the default recipe's chains (Yao, Vehtari and Gelman 2022, "Stacking for non-mixing
 Bayesian computations"): the four chains sit in different modes (function-space R-hat 1.1-3.0),
 and the predictive mixes them with equal weights.  Stacking weights them by their leave-one-out
-predictive densities on the training rows (PSIS-LOO per chain, ArviZ ``loo``): maximise
+predictive densities on the training rows (PSIS-LOO per chain, ArviZ; the library's
+``bnnkit.diagnostics.stacking`` since, the same numbers to 1e-10): maximise
 ``sum_n log sum_k w_k exp(elpd_loo_{k,n})`` over the simplex.  No test label is read to weight.
 
 Exploratory, on the choice sets only (no rule was registered, no confirmation set was run): one
@@ -22,20 +23,6 @@ import numpy as np
 import torch
 
 
-def loo_per_chain(ll: np.ndarray) -> tuple[np.ndarray, list[float]]:
-    """Pointwise PSIS-LOO ``[K, N]`` of each chain's draws ``ll [K, S, N]``, and each chain's share
-    of rows with Pareto k > 0.7 (where the row's estimate is unreliable)."""
-    import arviz as az
-
-    out, bad = [], []
-    for k in range(ll.shape[0]):
-        idata = az.from_dict(posterior={"_": np.zeros((1, ll.shape[1]))}, log_likelihood={"y": ll[k][None]})
-        r = az.loo(idata, pointwise=True)
-        out.append(r.loo_i.values)
-        bad.append(float((r.pareto_k.values > 0.7).mean()))
-    return np.stack(out), bad
-
-
 def worst_chain_z(loo: np.ndarray) -> float:
     """How far the worst chain's LOO fit is below the best chain's, in standard errors of the
     paired difference over the rows: ``max_k sum_n (loo[b, n] - loo[k, n]) / (sqrt(N) sd_n(...))``,
@@ -47,33 +34,19 @@ def worst_chain_z(loo: np.ndarray) -> float:
     return float(z.max())
 
 
-def stacking_weights(loo: np.ndarray) -> np.ndarray:
-    """The simplex weights ``[K]`` maximising ``sum_n log sum_k w_k exp(loo[k, n])``."""
-    from scipy.optimize import minimize
-
-    e = np.exp(loo - loo.max(0))
-
-    def objective(z: np.ndarray) -> float:
-        w = np.exp(z - z.max())
-        return -float(np.log(e.T @ (w / w.sum())).sum())
-
-    z = minimize(objective, np.zeros(loo.shape[0]), method="Nelder-Mead",
-                 options={"xatol": 1e-6, "fatol": 1e-8, "maxiter": 4000}).x  # fmt: skip
-    w = np.exp(z - z.max())
-    return w / w.sum()
-
-
 def run(name: str, split: int, root: str | None) -> dict:
     from bnnkit.bench.uci.cell import fit_cell, test_scores
     from bnnkit.bench.uci.protocol import FULL
     from bnnkit.data.uci import load_uci
+    from bnnkit.diagnostics.stacking import loo_per_chain, stacking_weights
     from bnnkit.predict import predict
 
     d = load_uci(name, split, root=root)
     f = fit_cell("default", d, FULL, None, split, False)
     chains, draws = f.draws.positions.shape[:2]
     ll = predict(f.posterior, f.draws, d.x_train).log_prob_draws(d.y_train)
-    loo, bad = loo_per_chain(ll.reshape(chains, draws, -1).double().numpy())
+    loo, k = loo_per_chain(ll.reshape(chains, draws, -1).double().numpy())
+    bad = (k > 0.7).mean(1).tolist()
     w = stacking_weights(loo)
     per_draw = torch.tensor(np.repeat(w / draws, draws))
     equal = test_scores(predict(f.posterior, f.draws, d.x_test), d)

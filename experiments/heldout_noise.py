@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from collections import defaultdict
 
 CANDIDATES = {"heldout": {"noise": "heldout"}, "auto": {"noise": "auto"}}
@@ -54,20 +53,12 @@ STORED = (
 )
 
 
-def _stored() -> dict[tuple[str, int], dict]:
-    out = {}
-    for path in STORED:
-        for line in open(path):
-            c = json.loads(line)
-            if c.get("method") == "default" and c.get("split_kind", "random") == "random":
-                out[(c["dataset"], c["split"])] = c
-    return out
-
-
 def table(paths: list[str], threshold: float = 0.1) -> None:
     """Per set: each candidate's mean paired NLL change (candidate minus current) +- s.e., RMSE
     ratio, and on how many splits ``auto`` holds the noise."""
-    stored = _stored()
+    from experiments.recipe_cells import paired, stored_default_cells
+
+    stored = stored_default_cells(STORED)
     rows = [json.loads(line) for p in paths for line in open(p)]
     current = {(r["dataset"], r["split"]): r for r in rows if r["noise"] == "sampled"}
     held = {(r["dataset"], r["split"]): r for r in rows if r["noise"] == "heldout"}
@@ -81,28 +72,19 @@ def table(paths: list[str], threshold: float = 0.1) -> None:
             per[key[0]][name].append((cell["nll"] - base["nll"], cell["rmse"], base["rmse"], holds))
     for name, cands in per.items():
         for cand, d in cands.items():
-            diffs = [x[0] for x in d]
-            m = sum(diffs) / len(diffs)
-            se = (
-                (sum((x - m) ** 2 for x in diffs) / (len(diffs) - 1) / len(diffs)) ** 0.5
-                if len(d) > 1
-                else math.nan
-            )
+            m, se, verdict = paired([x[0] for x in d])
             ratio = sum(x[1] for x in d) / sum(x[2] for x in d)
-            verdict = "better" if m < -se else "worse" if m > se else "tie"
             print(f"{name:28s} {cand:8s} n={len(d):2d} paired NLL {m:+.3f} +- {se:.3f} ({verdict}) "
                   f"RMSE x{ratio:.3f} holds on {sum(x[3] for x in d)}")  # fmt: skip
 
 
 def main() -> None:
+    from experiments.recipe_cells import add_cell_arguments
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--datasets")
-    ap.add_argument("--splits", type=int, default=10)
+    add_cell_arguments(ap)
     ap.add_argument("--candidates", default="heldout", help="comma-separated of " + ",".join(CANDIDATES))
-    ap.add_argument("--data", default=None)
-    ap.add_argument("--out")
     ap.add_argument("--both", action="store_true", help="also the current recipe's cell, same process")
-    ap.add_argument("--table", nargs="*", help="print the paired table of these cell files")
     a = ap.parse_args()
     if a.table:
         table(a.table)

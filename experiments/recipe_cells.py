@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+import math
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from bnnkit.bench.uci.cell import run_cell
@@ -37,3 +38,37 @@ def uci_cells(
                     f.write(json.dumps(row, default=str) + "\n")
                 print(name, split, label, round(cell["nll"], 3), round(cell["rmse"], 3),
                       round(cell["seconds"], 1), flush=True)  # fmt: skip
+
+
+def add_cell_arguments(ap: Any) -> None:
+    """The options of a recipe round's script: the sets and splits to run, the data and output,
+    or ``--table`` over finished cell files."""
+    ap.add_argument("--datasets")
+    ap.add_argument("--splits", type=int, default=10)
+    ap.add_argument("--data", default=None)
+    ap.add_argument("--out")
+    ap.add_argument("--table", nargs="*", help="print the paired table of these cell files")
+
+
+def stored_default_cells(paths: Iterable[str]) -> dict[tuple[str, int], dict]:
+    """The ``default`` cells of random splits in the JSON-lines files ``paths``, by (set, split);
+    a later file's cell replaces an earlier one's."""
+    out = {}
+    for path in paths:
+        for line in open(path):
+            c = json.loads(line)
+            if c.get("method") == "default" and c.get("split_kind", "random") == "random":
+                out[(c["dataset"], c["split"])] = c
+    return out
+
+
+def paired(diffs: list[float]) -> tuple[float, float, str]:
+    """Mean and s.e. of paired differences (candidate minus current), and whether the candidate is
+    better or worse by more than the s.e. (else a tie)."""
+    m = sum(diffs) / len(diffs)
+    se = (
+        (sum((x - m) ** 2 for x in diffs) / (len(diffs) - 1) / len(diffs)) ** 0.5
+        if len(diffs) > 1
+        else math.nan
+    )
+    return m, se, "better" if m < -se else "worse" if m > se else "tie"

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from collections import defaultdict
 
 STORED = (
@@ -57,12 +56,9 @@ SCORES = ("rmse_std", "nll_std", "rmse", "nll", "coverage_95")
 def table(paths: list[str]) -> None:
     """Per set: the paired NLL change (candidate minus stored current cell) +- s.e., the RMSE
     ratio, on how many splits the rule stacked, and whether unstacked cells equal the stored."""
-    stored = {}
-    for path in STORED:
-        for line in open(path):
-            c = json.loads(line)
-            if c.get("method") == "default" and c.get("split_kind", "random") == "random":
-                stored[(c["dataset"], c["split"])] = c
+    from experiments.recipe_cells import paired, stored_default_cells
+
+    stored = stored_default_cells(STORED)
     per = defaultdict(list)
     for p in paths:
         for line in open(p):
@@ -70,23 +66,19 @@ def table(paths: list[str]) -> None:
             per[r["dataset"]].append((r, stored[(r["dataset"], r["split"])]))
     for name, pairs in per.items():
         d = [r["nll"] - s["nll"] for r, s in pairs]
-        m = sum(d) / len(d)
-        se = (sum((x - m) ** 2 for x in d) / (len(d) - 1) / len(d)) ** 0.5 if len(d) > 1 else math.nan
+        m, se, verdict = paired(d)
         stacked = sum(r.get("stacking") is not None for r, _ in pairs)
         equal = all(all(r[k] == s[k] for k in SCORES) for r, s in pairs if r.get("stacking") is None)
         ratio = sum(r["rmse"] for r, _ in pairs) / sum(s["rmse"] for _, s in pairs)
-        verdict = "better" if m < -se else "worse" if m > se else "tie"
         print(f"{name:28s} n={len(d):2d} stacked on {stacked:2d}  paired NLL {m:+.4f} +- {se:.4f} ({verdict})  "
               f"RMSE x{ratio:.3f}  unstacked cells equal stored: {equal}")  # fmt: skip
 
 
 def main() -> None:
+    from experiments.recipe_cells import add_cell_arguments
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--datasets")
-    ap.add_argument("--splits", type=int, default=10)
-    ap.add_argument("--data", default=None)
-    ap.add_argument("--out")
-    ap.add_argument("--table", nargs="*")
+    add_cell_arguments(ap)
     a = ap.parse_args()
     if a.table:
         table(a.table)
