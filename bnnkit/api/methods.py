@@ -184,8 +184,9 @@ def _functional(sampler: str) -> Callable[[Problem], tuple[Posterior, Any]]:
         form = Vecchia(factors_per_step=p.options.get("prior_factors", Vecchia.factors_per_step))
         kernel = p.options.get("kernel", "rbf")
         gp, _ = fitted_gp(p.x, p.y, p.seed, kernel=kernel, max_points=points, progress=p.progress)
-        box = int(p.options.get("box_points", 0))
-        edge = int(p.options.get("edge_points", 0))
+        box, edge = p.options.get("box_points", 0), p.options.get("edge_points", 0)
+        check_int_at_least("box_points", box, 0)
+        check_int_at_least("edge_points", edge, 0)
         meas: Any
         if box or edge:  # and points in the box around the inputs / past one input's range
             margin = float(p.options.get("box_margin", 0.25))

@@ -517,6 +517,18 @@ def test_measure_at_adds_the_inputs_where_one_will_predict_to_the_measurement_po
         _fit((x, y), method="default", measure_at=new)
 
 
+def test_edge_points_join_the_measurement_points_and_bad_counts_are_refused():
+    x, y = _data(n=40)
+    f = _fit((x, y), method="fsgld", edge_points=15)
+    spec = f.posterior.measurement.spec
+    assert (spec.num_from_data, spec.num_uniform, spec.num_edge, spec.margin) == (40, 0, 15, 0.25)
+    for bad in (2.5, -1, True):
+        with pytest.raises(BnnkitError, match="edge_points must be an integer"):
+            _fit((x, y), method="fsgld", edge_points=bad)
+    with pytest.raises(BnnkitError, match="box_points must be an integer"):
+        _fit((x, y), method="fsgld", box_points=2.5)
+
+
 def test_a_handful_of_rows_fits_without_a_held_out_score():
     x, y = _data(n=4)  # the MAP phase's held-out tenth is no row: it runs its budget unscored
     f = _fit((x, y))

@@ -21,7 +21,16 @@ from ...predict.metrics import interval_coverage, rmse
 from .protocol import UCIProtocol
 
 # a sampler cell's convergence record: bnnkit.fit's diagnostics, the recipe's stopping rule where it ran
-CONVERGENCE = ("rhat", "ess", "draws_per_chain", "stopped", "map_steps", "map_heldout_rmse", "noise_held", "stacking")
+CONVERGENCE = (
+    "rhat",
+    "ess",
+    "draws_per_chain",
+    "stopped",
+    "map_steps",
+    "map_heldout_rmse",
+    "noise_held",
+    "stacking",
+)
 
 
 def split_gp(data: Any, cfg: UCIProtocol, seed: int) -> tuple[float, dict[str, Any], float]:
