@@ -102,25 +102,16 @@ class SamplerRecipe:
     weight_prior: str = "isotropic"
 
     def __post_init__(self) -> None:
-        if self.noise not in ("sampled", "heldout", "auto"):
-            from ..core.errors import BnnkitError
+        for name, allowed in (
+            ("noise", ("sampled", "heldout", "auto")),
+            ("weight_prior", ("isotropic", "fan_in")),
+            ("chain_weights", ("equal", "stacked", "auto")),
+        ):
+            if getattr(self, name) not in allowed:
+                from ..core.errors import BnnkitError
 
-            raise BnnkitError(
-                f"SamplerRecipe.noise must be 'sampled', 'heldout' or 'auto', got {self.noise!r}."
-            )
-        if self.weight_prior not in ("isotropic", "fan_in"):
-            from ..core.errors import BnnkitError
-
-            raise BnnkitError(
-                f"SamplerRecipe.weight_prior must be 'isotropic' or 'fan_in', got {self.weight_prior!r}."
-            )
-
-        if self.chain_weights not in ("equal", "stacked", "auto"):
-            from ..core.errors import BnnkitError
-
-            raise BnnkitError(
-                f"SamplerRecipe.chain_weights must be 'equal', 'stacked' or 'auto', got {self.chain_weights!r}."
-            )
+                choices = ", ".join(repr(a) for a in allowed[:-1]) + f" or {allowed[-1]!r}"
+                raise BnnkitError(f"SamplerRecipe.{name} must be {choices}, got {getattr(self, name)!r}.")
 
     def config(self) -> dict[str, Any]:
         return asdict(self)
@@ -233,9 +224,7 @@ def _stack_chains(
         or getattr(lik, "kind", None) != "gaussian"
     ):
         return None
-    if recipe.chain_weights == "auto" and not (
-        held_rmse is not None and held_rmse < recipe.noiseless_below * float(y.double().std())
-    ):
+    if recipe.chain_weights == "auto" and not _nearly_noiseless(recipe, held_rmse, y):
         return None
     n = int(x.shape[0])
     rows = torch.arange(n, device=x.device)
@@ -264,9 +253,14 @@ def held_noise(recipe: SamplerRecipe, posterior: Any, held_rmse: float | None, y
         return None
     if recipe.noise == "heldout":
         return held_rmse
-    if recipe.noise == "auto" and held_rmse < recipe.noiseless_below * float(y.double().std()):
+    if recipe.noise == "auto" and _nearly_noiseless(recipe, held_rmse, y):
         return held_rmse
     return None
+
+
+def _nearly_noiseless(recipe: SamplerRecipe, held_rmse: float | None, y: Tensor) -> bool:
+    """Whether the MAP phase's held-out RMSE is below ``noiseless_below`` of the targets' sd."""
+    return held_rmse is not None and held_rmse < recipe.noiseless_below * float(y.double().std())
 
 
 MAP_CHAINS = 1 << 24  # the MAP phase of chain c draws from generator (seed, MAP_CHAINS + c)
