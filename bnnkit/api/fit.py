@@ -83,7 +83,7 @@ def fit(
     check_finite_rows("inputs", x)
     check_finite_rows("targets", y)
     device, dtype = params[0].device, params[0].dtype
-    kind = _kind(_first_rows_out(module, x.to(device=device, dtype=dtype)), y, likelihood)
+    kind = _kind(_first_rows_out(module, x[:2].to(device=device, dtype=dtype)), y, likelihood)
     if kind == "regression" and y.ndim == 2 and y.shape[1] == 1:
         y = y[:, 0]
     scaling, xs, ys = _standardised(x, y, kind, standardize, device, dtype)
