@@ -61,6 +61,8 @@ VARIANTS = {
     # 250 such points drawn once (seeded by the split) and kept with the training inputs
     # (``measure_at``; filled in by ``run``)
     "edge250fixed": {},
+    # the same prior, 16 chains instead of 4 (a diagnosis: do more modes carry it beyond the data?)
+    "chains16": {},
     # transductive, a diagnosis rather than a candidate: the held-out rows' inputs (never their
     # targets) added to the measurement points (``measure_at``; filled in by ``run``)
     "at_test": {},
@@ -78,6 +80,8 @@ def run(data: UCIData, kind: str, split: int, method: str, kernel: str) -> dict:
         extra = {"measure_at": edge.sample(None, torch.Generator().manual_seed(split))}
     opts = MappingProxyType({method: MappingProxyType(extra)})
     cfg = FULL if kernel == "rbf" else dataclasses.replace(FULL, options=opts)
+    if kernel == "chains16":
+        cfg = dataclasses.replace(FULL, recipe=dataclasses.replace(FULL.recipe, chains=16))
     t0 = time.perf_counter()
     cell = run_cell(method, d, cfg, None, seed=split, progress=False)
     return {
