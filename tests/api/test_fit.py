@@ -369,6 +369,19 @@ def test_stacked_chains_weight_the_predictive_and_survive_save_and_load(tmp_path
         SamplerRecipe(chain_weights="best")
 
 
+def test_stacking_scores_a_seeded_subset_of_many_rows(monkeypatch):
+    import bnnkit.api.recipe as recipe
+
+    monkeypatch.setattr(recipe, "STACK_ROWS", 30)  # 80 rows: the subset path, as on 2,000+ rows
+    x, y = _data(n=80)
+    stacked = dataclasses.replace(SHORT, chain_weights="stacked")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        a, b = (bnnkit.fit(_net(), (x, y), progress=False, recipe=stacked, seed=3) for _ in range(2))
+    ra, rb = (f.draws.config["convergence"]["stacking"] for f in (a, b))
+    assert ra["rows"] == 30 and ra == rb  # the same rows and weights from the same seed
+
+
 def test_auto_chain_weights_stack_only_a_nearly_noiseless_target():
     g = torch.Generator().manual_seed(1)
     x = torch.rand(200, 2, generator=g) * 4 - 2
