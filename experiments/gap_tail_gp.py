@@ -5,7 +5,7 @@ fsgld / fsghmc put an RBF GP, fitted by marginal likelihood to at most 500 train
 (``bnnkit.api.methods.fitted_gp``, the same seed as the bench's cell), on the network's outputs.
 Their intervals beyond the data are too narrow (docs/results/gap_tail.md, "Why the tails'
 intervals are too narrow").  This script predicts each split's held-out rows with that GP's exact
-posterior (all training rows, its fitted noise; ``experiments.uci_gp_regression.gp_predict``):
+posterior (all training rows, its fitted noise; ``GPPrior.predict``):
 if the GP alone covers the held-out region, the prior says the right thing and the chains do not
 reach it; if the GP is as narrow, the prior (its kernel or fit) is the cause.
 
@@ -25,7 +25,6 @@ import torch
 from bnnkit.api.methods import GP_POINTS, fitted_gp
 
 from .functional_kernel import emit, groups
-from .uci_gp_regression import gp_predict
 
 
 def run(data, kind: str, split: int) -> dict:
@@ -35,7 +34,7 @@ def run(data, kind: str, split: int) -> dict:
     out = {"dataset": data.name, "split_kind": kind, "split": split}
     for where, x, y in (("held_out", d.x_test, d.y_test), ("train", d.x_train, d.y_train)):
         with torch.no_grad():
-            mean, var = gp_predict(gp, fitted["noise_variance"], d.x_train, d.y_train, x)
+            mean, var = gp.predict(d.x_train, d.y_train, x)
         sd, y64 = var.sqrt(), y.double()
         z = ((y64 - mean) / sd).abs()
         lp = torch.distributions.Normal(mean, sd).log_prob(y64).float()

@@ -24,22 +24,6 @@ from bnnkit.data.uci import uci_dataset_name
 from bnnkit.functional import GPPrior
 
 
-def gp_predict(gp: GPPrior, noise_variance: float, x, y, x_test) -> tuple[torch.Tensor, torch.Tensor]:
-    """Posterior mean and predictive variance (incl. the noise) of the GP at ``x_test``, float64."""
-    n = x.shape[0]
-    xa = torch.cat([x, x_test])
-    k = gp.covariance(xa).double()
-    mu = gp.mean(xa).double().reshape(-1)
-    kxx = k[:n, :n] + noise_variance * torch.eye(n, dtype=k.dtype)
-    ksx = k[n:, :n]
-    chol = torch.linalg.cholesky(kxx)
-    alpha = torch.cholesky_solve((y.double() - mu[:n]).unsqueeze(-1), chol).squeeze(-1)
-    v = torch.cholesky_solve(ksx.T, chol)
-    mean = mu[n:] + ksx @ alpha
-    var = (k[n:, n:].diagonal() - (ksx * v.T).sum(1)).clamp_min(0.0) + noise_variance
-    return mean, var
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--datasets", default="concrete,boston,energy,yacht")
@@ -56,9 +40,9 @@ def main() -> None:
             data = load_uci(name, split, root=args.data)
             gp = GPPrior("rbf", input_dim=data.x_train.shape[1], jitter=1e-4)
             # the bench's fit of the split's GP (seed 0 + split): 300 steps on at most 1,000 rows
-            fitted = gp.fit(data.x_train, data.y_train, num_steps=300, max_points=1000,
+            gp.fit(data.x_train, data.y_train, num_steps=300, max_points=1000,
                             generator=torch.Generator().manual_seed(split), progress=False)  # fmt: skip
-            mean, var = gp_predict(gp, fitted["noise_variance"], data.x_train, data.y_train, data.x_test)
+            mean, var = gp.predict(data.x_train, data.y_train, data.x_test)
             err = data.unnormalise_y(mean.float()) - data.unnormalise_y(data.y_test)
             lp = torch.distributions.Normal(mean, var.sqrt()).log_prob(data.y_test.double()).float()
             cell = {

@@ -265,6 +265,37 @@ class GPPrior:
             nll = 0.5 * (torch.log(2 * math.pi * var).unsqueeze(1) + (yh - mu).square() / var.unsqueeze(1))
         return float(nll.sum(1).mean())
 
+    def predict(self, x: Tensor, y: Tensor, x_new: Tensor) -> tuple[Tensor, Tensor]:
+        """Exact GP regression with this prior and its fitted noise variance ``s2``: the predictive
+        mean and variance ``[N*]`` (float64) at ``x_new`` given the rows ``(x, y [N])``::
+
+            mean = m + K_*x (K_xx + s2 I)^-1 (y - m),    var = k_** - K_*x (K_xx + s2 I)^-1 K_x* + s2
+
+        with ``m`` the fitted constant (``mean="constant"``) or, for ``mean="zero"``, the mean of
+        ``y`` (its fit centres the targets).  What the functional samplers' prior says by itself,
+        e.g. to score it on held-out rows before sampling under it."""
+        if self.noise_variance is None:
+            raise BnnkitError(
+                "predict needs a fitted prior: call fit(x, y) first (it sets the noise variance)."
+            )
+        xs, xn = self._inputs(x, "x"), self._inputs(x_new, "x_new")
+        ys = torch.as_tensor(y, dtype=_F64, device=xs.device).reshape(-1)
+        if ys.shape[0] != xs.shape[0]:
+            raise BnnkitError(
+                f"x has {xs.shape[0]} rows but y has {ys.shape[0]} values; give one target per row."
+            )
+        m = ys.mean() if self.mean_type == "zero" else self.mean_constant.to(xs.device).reshape(-1)[0]
+        with torch.no_grad():
+            k = self.kernel(xs).to_dense() + self.noise_variance * torch.eye(
+                xs.shape[0], dtype=_F64, device=xs.device
+            )
+            chol = torch.linalg.cholesky(k)
+            k_nx = self.kernel(xn, xs).to_dense()
+            mean = m + k_nx @ torch.cholesky_solve((ys - m).unsqueeze(-1), chol).squeeze(-1)
+            v = torch.linalg.solve_triangular(chol, k_nx.T, upper=False)
+            var = (self.kernel(xn, diag=True) - v.square().sum(0)).clamp_min(0.0) + self.noise_variance
+        return mean, var
+
     # ------------------------------------------------------------------ description
     def hyperparameters(self) -> dict[str, float | list[float]]:
         """Current kernel hyperparameters (``lengthscale``, ``outputscale``, ...)."""
