@@ -180,29 +180,29 @@ def _functional(sampler: str) -> Callable[[Problem], tuple[Posterior, Any]]:
             )
         points = p.options.get("gp_points", GP_POINTS)
         check_int_at_least("gp_points", points, 2)
-        # the Vecchia factors a step's prior term is estimated from (default: Vecchia's, 8)
-        form = Vecchia(factors_per_step=p.options.get("prior_factors", Vecchia.factors_per_step))
-        kernel = p.options.get("kernel", "rbf")
-        gp, _ = fitted_gp(p.x, p.y, p.seed, kernel=kernel, max_points=points, progress=p.progress)
         box, edge = p.options.get("box_points", 0), p.options.get("edge_points", 0)
         check_int_at_least("box_points", box, 0)
         check_int_at_least("edge_points", edge, 0)
+        extra = p.options.get("measure_at")
+        if extra is not None and (box or edge or p.n > 1000):  # refused before the GP's fit
+            raise BnnkitError(
+                f"measure_at is added to the training inputs as they are: it needs at most 1,000 "
+                f"training rows (got {p.n}) and no box_points or edge_points."
+            )
         meas: Any
         if box or edge:  # and points in the box around the inputs / past one input's range
             margin = float(p.options.get("box_margin", 0.25))
             meas = MeasurementPoints(
                 num_from_data=min(p.n, 1000), num_uniform=box, num_edge=edge, margin=margin
             )
+        elif extra is not None:
+            meas = torch.cat([p.x, extra])  # duplicates dropped by the measurement set
         else:
             meas = p.x if p.n <= 1000 else MeasurementPoints(num_from_data=1000, num_uniform=0)
-        extra = p.options.get("measure_at")
-        if extra is not None:
-            if box or edge or p.n > 1000:
-                raise BnnkitError(
-                    f"measure_at is added to the training inputs as they are: it needs at most 1,000 "
-                    f"training rows (got {p.n}) and no box_points or edge_points."
-                )
-            meas = torch.cat([p.x, extra])  # duplicates dropped by the measurement set
+        # the Vecchia factors a step's prior term is estimated from (default: Vecchia's, 8)
+        form = Vecchia(factors_per_step=p.options.get("prior_factors", Vecchia.factors_per_step))
+        kernel = p.options.get("kernel", "rbf")
+        gp, _ = fitted_gp(p.x, p.y, p.seed, kernel=kernel, max_points=points, progress=p.progress)
         post = FunctionalPosterior(p.module, p.likelihood(), gp, meas, p.x, num_data=p.n, prior_form=form)
         return _chains(p, post, sampler)
 
