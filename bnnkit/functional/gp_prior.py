@@ -253,17 +253,33 @@ class GPPrior:
         """Mean GP predictive NLL (summed over outputs) of the ``held`` rows given the fit's rows
         ``(xs, ys)``, the observation noise variance ``noise`` [] and the constant means ``consts`` [C]."""
         xh, yh = held
+        parts = self._conditioned(xs, ys - consts, xh, noise)
+        if parts is None:
+            return math.inf
+        fit_mean, kdiag, explained = parts
+        with torch.no_grad():
+            mu = fit_mean + consts
+            var = (kdiag + noise - explained).clamp_min(1e-12)
+            nll = 0.5 * (torch.log(2 * math.pi * var).unsqueeze(1) + (yh - mu).square() / var.unsqueeze(1))
+        return float(nll.sum(1).mean())
+
+    def _conditioned(
+        self, xs: Tensor, centred: Tensor, xn: Tensor, noise: float | Tensor
+    ) -> tuple[Tensor, Tensor, Tensor] | None:
+        """The pieces of exact GP regression on rows ``(xs, centred [N, C])`` at ``xn``: the
+        posterior mean of the centred targets ``K_*x (K_xx + s2 I)^-1 centred`` [N*, C], the prior
+        variance ``k_**`` [N*] and the part the rows explain ``diag K_*x (K_xx + s2 I)^-1 K_x*``
+        [N*]; None where ``K_xx + s2 I`` has no Cholesky factor.  :meth:`predict` and the fit's
+        held-out score both condition here."""
         with torch.no_grad():
             k = self.kernel(xs).to_dense() + noise * torch.eye(xs.shape[0], dtype=xs.dtype, device=xs.device)
             chol, info = torch.linalg.cholesky_ex(k)
             if int(info) != 0:
-                return math.inf
-            k_hs = self.kernel(xh, xs).to_dense()
-            mu = k_hs @ torch.cholesky_solve(ys - consts, chol) + consts
-            v = torch.linalg.solve_triangular(chol, k_hs.T, upper=False)
-            var = (self.kernel(xh, diag=True) + noise - v.square().sum(0)).clamp_min(1e-12)
-            nll = 0.5 * (torch.log(2 * math.pi * var).unsqueeze(1) + (yh - mu).square() / var.unsqueeze(1))
-        return float(nll.sum(1).mean())
+                return None
+            k_nx = self.kernel(xn, xs).to_dense()
+            fit_mean = k_nx @ torch.cholesky_solve(centred, chol)
+            v = torch.linalg.solve_triangular(chol, k_nx.T, upper=False)
+            return fit_mean, self.kernel(xn, diag=True), v.square().sum(0)
 
     def predict(self, x: Tensor, y: Tensor, x_new: Tensor) -> tuple[Tensor, Tensor]:
         """Exact GP regression with this prior and its fitted noise variance ``s2``: the predictive
@@ -285,15 +301,14 @@ class GPPrior:
                 f"x has {xs.shape[0]} rows but y has {ys.shape[0]} values; give one target per row."
             )
         m = ys.mean() if self.mean_type == "zero" else self.mean_constant.to(xs.device).reshape(-1)[0]
-        with torch.no_grad():
-            k = self.kernel(xs).to_dense() + self.noise_variance * torch.eye(
-                xs.shape[0], dtype=_F64, device=xs.device
+        parts = self._conditioned(xs, (ys - m).unsqueeze(-1), xn, self.noise_variance)
+        if parts is None:
+            raise BnnkitError(
+                "K(x, x) plus the fitted noise is not positive definite; drop repeated rows of x or refit."
             )
-            chol = torch.linalg.cholesky(k)
-            k_nx = self.kernel(xn, xs).to_dense()
-            mean = m + k_nx @ torch.cholesky_solve((ys - m).unsqueeze(-1), chol).squeeze(-1)
-            v = torch.linalg.solve_triangular(chol, k_nx.T, upper=False)
-            var = (self.kernel(xn, diag=True) - v.square().sum(0)).clamp_min(0.0) + self.noise_variance
+        fit_mean, kdiag, explained = parts
+        mean = m + fit_mean.squeeze(-1)
+        var = (kdiag - explained).clamp_min(0.0) + self.noise_variance
         return mean, var
 
     # ------------------------------------------------------------------ description
