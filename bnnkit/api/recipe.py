@@ -92,9 +92,9 @@ class SamplerRecipe:
     # how the predictive weights the chains: "equal"; "stacked", by their leave-one-out fit to the
     # training rows (bnnkit.diagnostics.stacking; regression in weight space only); "auto",
     # stacked only where the target is nearly noiseless (noiseless_below, as noise="auto").
-    # "auto" passed its registered confirmation (co2 -0.032; yacht's RMSE 1.14x -> 1.08x) but
-    # narrowed the predictive beyond the data (energy's tail splits: coverage 0.74 -> 0.63, NLL
-    # worse on 6 of 6): equal weights stay the default (experiments.stacked_chains)
+    # Not the default: stacking moves the weight to one or two chains, whose disagreement is most
+    # of the predictive beyond the data, so the intervals there narrow (docs/results/
+    # default_recipe.md, "The chains stacked on nearly noiseless targets")
     chain_weights: str = "equal"
     prior_scale: float = 1.0
     # "isotropic": N(0, prior_scale^2) on every weight; "fan_in": a layer's weights
@@ -243,7 +243,9 @@ def held_noise(recipe: SamplerRecipe, posterior: Any, held_rmse: float | None, y
     """The sd at which the recipe holds a learnt Gaussian noise (None: sampled with the weights):
     the MAP phase's pooled held-out RMSE ``held_rmse`` with ``noise="heldout"``, and with
     ``noise="auto"`` only where ``held_rmse < noiseless_below * sd(y)`` (a nearly noiseless
-    target, on which the sampled noise settles far above the fit's residual)."""
+    target).  Neither is the default: measured, the held-out error is about what the sampled noise
+    settles at (docs/results/default_recipe.md, "The noise held at the MAP phase's held-out
+    error")."""
     lik = posterior.likelihood
     if (
         held_rmse is None
