@@ -75,7 +75,35 @@ def sets() -> dict[str, tuple[np.ndarray, np.ndarray]]:
     out["co2"] = (np.column_stack([t, np.round((t % 1) * 12)]), data("co2")["co2"].to_numpy(float))
     p = data("dietox").dropna()
     out["dietox"] = (p[["Feed", "Time", "Evit", "Cu", "Litter"]].to_numpy(float), p["Weight"].to_numpy(float))
+    # five more nearly noiseless targets, added (2026-11-28) to confirm the noiseless-step rule
+    # (experiments.noiseless_step) on sets no recipe round has seen
+    e = data("economics")
+    when = e["date"].map(lambda d: int(d[:4]) + (int(d[5:7]) - 0.5) / 12).to_numpy(float)
+    cols = ["pop", "psavert", "uempmed", "unemploy"]
+    out["economics"] = (np.column_stack([when, e[cols].to_numpy(float)]), e["pce"].to_numpy(float))
+    dm = data("DM")
+    out["DM"] = (
+        np.column_stack([_yyyymmdd(dm["date"]), dm[["s", "s30"]].to_numpy(float)]),
+        dm["f"].to_numpy(float),
+    )
+    g = data("Garch").dropna(subset=["dm", "bp", "cd", "dy", "sf"])
+    t = _yyyymmdd(g["date"] + 19_000_000)
+    out["Garch"] = (
+        np.column_stack([t, g[["bp", "cd", "dy", "sf"]].to_numpy(float)]),
+        g["dm"].to_numpy(float),
+    )
+    pr = data("Produc")
+    cols = ["year", "pcap", "hwy", "water", "util", "pc", "emp", "unemp"]
+    out["Produc"] = (pr[cols].to_numpy(float), pr["gsp"].to_numpy(float))
+    se = data("seals")
+    out["seals"] = (se[["lat", "long"]].to_numpy(float), se["delta_lat"].to_numpy(float))
     return out
+
+
+def _yyyymmdd(dates) -> np.ndarray:
+    """Dates written as the integer yyyymmdd, as decimal years."""
+    d = np.asarray(dates, dtype=np.int64)
+    return d // 10_000 + ((d // 100) % 100 - 1 + (d % 100 - 1) / 31) / 12
 
 
 def write(root: Path, names: list[str] | None = None) -> None:

@@ -18,7 +18,9 @@ budget is spent:
        V_t = alpha V_{t-1} + (1 - alpha) g_t^2,        G_t = 1 / (sqrt(V_t) + delta)
        theta_{t+1} = theta_t + (eps / 2) G_t g_t + sqrt(eps G_t) xi_t,   eps = step_size / N
 
-   where ``g_t`` is the minibatch gradient of the log posterior (scaled by N/M).
+   where ``g_t`` is the minibatch gradient of the log posterior (scaled by N/M) and ``step_size``
+   is ``noiseless_step_size`` instead where that is set and the target is nearly noiseless (as in
+   step 4; :func:`sampler_step_size`).
 3. ``burn_in`` steps, then draws thinned by ``thin`` (both scaled down alike where
    ``sampler_max_epochs`` caps the phase, :func:`sampler_schedule`; off by default); every ``check_every`` draws per chain the
    function-space R-hat and ESS at ``check_inputs`` training inputs are computed
@@ -66,6 +68,10 @@ class SamplerRecipe:
     map_patience: int = 20
     vectorized_map: bool = True  # the K MAP phases as one computation (False: one chain at a time)
     step_size: float = 1e-3  # per datum: eps = step_size / N
+    # the step on a nearly noiseless regression target (noiseless_below; None: step_size there
+    # too).  Why smaller there: pSGLD's preconditioned step, relative to the posterior's width,
+    # grows as the noise sd shrinks, and the draws drift away from the fit
+    noiseless_step_size: float | None = None
     alpha: float = 0.99
     burn_in: int = 1000
     draws: int = 100
@@ -112,6 +118,13 @@ class SamplerRecipe:
 
                 choices = ", ".join(repr(a) for a in allowed[:-1]) + f" or {allowed[-1]!r}"
                 raise BnnkitError(f"SamplerRecipe.{name} must be {choices}, got {getattr(self, name)!r}.")
+        if self.noiseless_step_size is not None and not self.noiseless_step_size > 0:
+            from ..core.errors import BnnkitError
+
+            raise BnnkitError(
+                f"SamplerRecipe.noiseless_step_size must be a positive step per datum or None, "
+                f"got {self.noiseless_step_size!r}."
+            )
 
     def config(self) -> dict[str, Any]:
         return asdict(self)
@@ -154,8 +167,9 @@ def run_recipe(
     noise_held = held_noise(recipe, posterior, held_rmse, y)
     if noise_held is not None:
         posterior, init = _held_out_noise(posterior, init, noise_held)
+    step = sampler_step_size(recipe, held_rmse, y)
     if sampler == "psgld":
-        algorithm: Any = PreconditionedSGLD(recipe.step_size / n, alpha=recipe.alpha)
+        algorithm: Any = PreconditionedSGLD(step / n, alpha=recipe.alpha)
     else:
         algorithm = AdaptiveSGHMC(3e-3, mdecay=0.05)
     burn_in, thin = sampler_schedule(recipe, n, m)
@@ -188,6 +202,8 @@ def run_recipe(
         "map_steps": map_steps,
         "seconds": seconds,
     }
+    if sampler == "psgld" and step != recipe.step_size:
+        s.config["convergence"]["step_size"] = step
     if held_rmse is not None:
         s.config["convergence"]["map_heldout_rmse"] = held_rmse
         s.config["convergence"]["noise_held"] = noise_held
@@ -258,6 +274,15 @@ def held_noise(recipe: SamplerRecipe, posterior: Any, held_rmse: float | None, y
     if recipe.noise == "auto" and _nearly_noiseless(recipe, held_rmse, y):
         return held_rmse
     return None
+
+
+def sampler_step_size(recipe: SamplerRecipe, held_rmse: float | None, y: Tensor) -> float:
+    """pSGLD's step per datum: ``noiseless_step_size`` where it is set and the target is nearly
+    noiseless (the MAP phase's pooled held-out RMSE ``held_rmse`` below ``noiseless_below`` of the
+    targets' sd), else ``step_size``."""
+    if recipe.noiseless_step_size is not None and _nearly_noiseless(recipe, held_rmse, y):
+        return recipe.noiseless_step_size
+    return recipe.step_size
 
 
 def _nearly_noiseless(recipe: SamplerRecipe, held_rmse: float | None, y: Tensor) -> bool:

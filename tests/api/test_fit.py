@@ -396,6 +396,31 @@ def test_auto_chain_weights_stack_only_a_nearly_noiseless_target():
         assert (f.draws.log_weights is not None) == stacks
 
 
+def test_the_noiseless_step_runs_only_on_a_nearly_noiseless_target():
+    g = torch.Generator().manual_seed(1)
+    x = torch.rand(200, 2, generator=g) * 4 - 2
+    smooth = torch.sin(x[:, 0]) + 0.5 * x[:, 1]
+    small = dataclasses.replace(SHORT, noiseless_step_size=3e-4, map_max_steps=2000, map_patience=10)
+    for noise_sd, applies in ((0.0, True), (0.5, False)):
+        y = smooth + noise_sd * torch.randn(200, generator=g)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            f = bnnkit.fit(_net(), (x, y), progress=False, recipe=small, seed=0)
+            plain = bnnkit.fit(
+                _net(),
+                (x, y),
+                progress=False,
+                recipe=dataclasses.replace(small, noiseless_step_size=None),
+                seed=0,
+            )
+        conv = f.draws.config["convergence"]
+        assert (conv.get("step_size") == 3e-4) == applies
+        # the same MAP phase either way; the draws differ exactly where the smaller step ran
+        assert torch.equal(f.draws.positions, plain.draws.positions) != applies
+    with pytest.raises(BnnkitError, match="noiseless_step_size must be a positive"):
+        SamplerRecipe(noiseless_step_size=0.0)
+
+
 def test_a_classifier_or_a_fixed_noise_is_never_held():
     from bnnkit.api.recipe import held_noise
     from bnnkit.core.posterior import Posterior

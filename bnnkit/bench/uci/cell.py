@@ -30,6 +30,7 @@ CONVERGENCE = (
     "map_heldout_rmse",
     "noise_held",
     "stacking",
+    "step_size",
 )
 
 
