@@ -47,6 +47,12 @@ held-out RMSE 0.03-0.06 of the sd; Boston's and concrete's 0.27-0.55, left as th
   stay within 2x the ensemble's.
 - Adopt (protocol 15) only if (a)-(e) hold.
 
+Outcome: **not adopted**.  (a) failed on Produc (+0.086 +- 0.011, RMSE 1.07x) and seals (+0.044 +-
+0.008, 1.07x), and (d) on energy's tails (default +4.0 +- 1.7) and gaps (fsgld +3.9 +- 2.1),
+while economics (-0.418), DM (-0.364), co2 (-0.187) and yacht's gaps gained; wine, kin8nm, protein
+and the six noisy never-seen sets were not run once it had failed
+(docs/results/default_recipe.md, "A smaller step on nearly noiseless targets").
+
     python -m experiments.noiseless_step --datasets wine-quality-red,kin8nm --splits 10 \\
         --data ../shared/data --out experiments/results/noiseless_step_confirm.jsonl
     python -m experiments.noiseless_step --datasets economics,DM --splits 10 --both \\
