@@ -46,19 +46,14 @@ import json
 from collections import defaultdict
 
 CANDIDATES = {"heldout": {"noise": "heldout"}, "auto": {"noise": "auto"}}
-STORED = (
-    "docs/results/uci_bench/uci_cells.jsonl",
-    "experiments/results/default_recipe_confirm_heldout_13.jsonl",
-    "experiments/results/default_recipe_confirm_heldout_14.jsonl",
-)
 
 
 def table(paths: list[str], threshold: float = 0.1) -> None:
     """Per set: each candidate's mean paired NLL change (candidate minus current) +- s.e., RMSE
     ratio, and on how many splits ``auto`` holds the noise."""
-    from experiments.recipe_cells import paired, stored_default_cells
+    from experiments.recipe_cells import STORED_CELLS, paired, stored_default_cells
 
-    stored = stored_default_cells(STORED)
+    stored = stored_default_cells(STORED_CELLS)
     rows = [json.loads(line) for p in paths for line in open(p)]
     current = {(r["dataset"], r["split"]): r for r in rows if r["noise"] == "sampled"}
     held = {(r["dataset"], r["split"]): r for r in rows if r["noise"] == "heldout"}
@@ -84,7 +79,6 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_cell_arguments(ap)
     ap.add_argument("--candidates", default="heldout", help="comma-separated of " + ",".join(CANDIDATES))
-    ap.add_argument("--both", action="store_true", help="also the current recipe's cell, same process")
     a = ap.parse_args()
     if a.table:
         table(a.table)

@@ -71,13 +71,6 @@ from collections import defaultdict
 
 CANDIDATE = {"noiseless_step_size": 3e-4}
 LABEL = "noiseless3e-4"
-STORED = (
-    "docs/results/uci_bench/uci_cells.jsonl",
-    "experiments/results/default_recipe_confirm_heldout_13.jsonl",
-    "experiments/results/default_recipe_confirm_heldout_14.jsonl",
-    "experiments/results/heldout_co2_dietox.jsonl",
-)
-SCORES = ("rmse_std", "nll_std", "rmse", "nll", "coverage_95")
 
 
 def gap_tail_cells(datasets: str, kinds: str, methods: str, root: str, out: str, both: bool) -> None:
@@ -104,9 +97,9 @@ def table(paths: list[str]) -> None:
     ratio, the coverage, on how many splits the rule applied, and whether the cells where it did
     not apply equal the current ones.  The current cell is the same process's where the file has
     one, else the stored protocol-14 cell."""
-    from experiments.recipe_cells import paired, stored_default_cells
+    from experiments.recipe_cells import SCORES, STORED_CELLS, paired, stored_default_cells
 
-    stored = stored_default_cells(STORED)
+    stored = stored_default_cells(STORED_CELLS)
     rows = [json.loads(line) for p in paths for line in open(p)]
     current = {
         (r["dataset"], r.get("split_kind", "random"), r.get("method", "default"), r["split"]): r
@@ -150,7 +143,6 @@ def main() -> None:
         "--kinds", default=None, help="gap,tail: run those splits (all of them) instead of the random ones"
     )
     ap.add_argument("--methods", default="default", help="with --kinds: default,fsgld")
-    ap.add_argument("--both", action="store_true", help="also the current recipe's cell, same process")
     a = ap.parse_args()
     if a.table:
         table(a.table)

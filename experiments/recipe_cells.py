@@ -14,6 +14,16 @@ from bnnkit.bench.uci.cell import run_cell
 from bnnkit.bench.uci.protocol import FULL
 from bnnkit.data.uci import load_uci
 
+# the current recipe's stored default cells a round pairs its candidates with (a later file's cell
+# replaces an earlier one's), and the scores a cell the candidate leaves alone must repeat
+STORED_CELLS = (
+    "docs/results/uci_bench/uci_cells.jsonl",
+    "experiments/results/default_recipe_confirm_heldout_13.jsonl",
+    "experiments/results/default_recipe_confirm_heldout_14.jsonl",
+    "experiments/results/heldout_co2_dietox.jsonl",
+)
+SCORES = ("rmse_std", "nll_std", "rmse", "nll", "coverage_95")
+
 
 def uci_cells(
     datasets: list[str],
@@ -42,12 +52,13 @@ def uci_cells(
 
 def add_cell_arguments(ap: Any) -> None:
     """The options of a recipe round's script: the sets and splits to run, the data and output,
-    or ``--table`` over finished cell files."""
+    ``--both`` (the current recipe's cell too), or ``--table`` over finished cell files."""
     ap.add_argument("--datasets")
     ap.add_argument("--splits", type=int, default=10)
     ap.add_argument("--data", default=None)
     ap.add_argument("--out")
     ap.add_argument("--table", nargs="*", help="print the paired table of these cell files")
+    ap.add_argument("--both", action="store_true", help="also the current recipe's cell, same process")
 
 
 def stored_default_cells(paths: Iterable[str]) -> dict[tuple[str, int], dict]:

@@ -44,21 +44,13 @@ import argparse
 import json
 from collections import defaultdict
 
-STORED = (
-    "docs/results/uci_bench/uci_cells.jsonl",
-    "experiments/results/default_recipe_confirm_heldout_13.jsonl",
-    "experiments/results/default_recipe_confirm_heldout_14.jsonl",
-    "experiments/results/heldout_co2_dietox.jsonl",
-)
-SCORES = ("rmse_std", "nll_std", "rmse", "nll", "coverage_95")
-
 
 def table(paths: list[str]) -> None:
     """Per set: the paired NLL change (candidate minus stored current cell) +- s.e., the RMSE
     ratio, on how many splits the rule stacked, and whether unstacked cells equal the stored."""
-    from experiments.recipe_cells import paired, stored_default_cells
+    from experiments.recipe_cells import SCORES, STORED_CELLS, paired, stored_default_cells
 
-    stored = stored_default_cells(STORED)
+    stored = stored_default_cells(STORED_CELLS)
     per = defaultdict(list)
     for p in paths:
         for line in open(p):
