@@ -1,6 +1,7 @@
-"""Helper, not an experiment: the UCI bench's ``default`` cell (``bnnkit.bench.uci.cell.run_cell``:
-the same network, seed and scores) under changed recipes, one JSON line per (set, split, label).
-Used by the pre-registered recipe rounds (``fan_in_prior``, ``heldout_noise``)."""
+"""Helper, and run as a module an exploratory runner: the UCI bench's ``default`` cell
+(``bnnkit.bench.uci.cell.run_cell``: the same network, seed and scores) under changed recipes, one
+JSON line per (set, split, label).  Used by the pre-registered recipe rounds (``fan_in_prior``,
+``heldout_noise``, ``stacked_chains``, ``noiseless_step``)."""
 
 from __future__ import annotations
 
@@ -83,3 +84,31 @@ def paired(diffs: list[float]) -> tuple[float, float, str]:
         else math.nan
     )
     return m, se, "better" if m < -se else "worse" if m > se else "tie"
+
+
+def main() -> None:
+    """An exploratory run (no rule): the default cell with the recipe changed by ``--recipe`` (a
+    JSON object of SamplerRecipe fields) on the given splits, each line labelled ``--label``.
+
+        python -m experiments.recipe_cells --datasets seals,economics --splits 0,1 \\
+            --recipe '{"map_lr_drops": 2}' --label drops2 --data DIR --out FILE
+    """
+    import argparse
+
+    import torch
+
+    ap = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
+    ap.add_argument("--datasets", required=True)
+    ap.add_argument("--splits", default="0,1,2,3,4,5,6,7,8,9")
+    ap.add_argument("--recipe", required=True, help="e.g. '{\"step_size\": 3e-4}'")
+    ap.add_argument("--label", required=True)
+    ap.add_argument("--data", default=None)
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    splits = [int(s) for s in a.splits.split(",")]
+    uci_cells(a.datasets.split(","), splits, a.data, a.out, {a.label: json.loads(a.recipe)}, "variant")
+
+
+if __name__ == "__main__":
+    main()
