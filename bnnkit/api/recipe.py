@@ -66,10 +66,6 @@ class SamplerRecipe:
     map_lr: float = 1e-2
     map_holdout: float = 0.1
     map_patience: int = 20
-    # reduce-on-plateau in the MAP phase: back to the best iterate at a tenth of the rate, this many
-    # times, each time waiting map_drop_patience scores (bnnkit.core.map_phase)
-    map_lr_drops: int = 0
-    map_drop_patience: int = 5
     vectorized_map: bool = True  # the K MAP phases as one computation (False: one chain at a time)
     step_size: float = 1e-3  # per datum: eps = step_size / N
     # the step on a nearly noiseless regression target (noiseless_below; None: step_size there
@@ -356,8 +352,6 @@ def map_fits(
         batch_size=batch_size,
         holdout=recipe.map_holdout,
         patience=recipe.map_patience,
-        lr_drops=recipe.map_lr_drops,
-        drop_patience=recipe.map_drop_patience,
         # a functional prior's exact log density sums every Vecchia factor: use the step's estimate
         stochastic=_is_functional(posterior),
         progress=progress,

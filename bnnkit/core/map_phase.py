@@ -39,20 +39,12 @@ def map_phase(
     batch_size: int | None,
     holdout: float | None,
     patience: int,
-    lr_drops: int = 0,
-    drop_patience: int | None = None,
     stochastic: bool = False,
     progress: bool = False,
 ) -> tuple[Tensor, list[tuple[int, int]], Tensor | None]:
     """Positions ``[K, D]`` after the MAP phase of the K chains started at ``x0 [K, D]``, chain ``c``
     drawing from ``gens[c]``, each chain's ``(best step, steps run)``, and (with ``holdout``) each
     chain's mean squared error on its held-out rows at the position returned (``None`` without).
-
-    ``lr_drops``: when a chain's patience runs out it goes back to its best iterate and goes on at a
-    tenth of its learning rate, up to ``lr_drops`` times, then waiting ``drop_patience`` scores
-    (default ``patience``) before it stops or drops again (reduce-on-plateau: Adam at a constant
-    rate stalls at the floor its own minibatch noise sets, which on a nearly noiseless target is
-    above the fit the data allow).
 
     ``stochastic``: Adam on the gradient an SG-MCMC step sees (``Target.estimate_grad``, e.g. a
     functional prior's unbiased estimate; its random numbers from ``gens[0]``) instead of the
@@ -76,9 +68,6 @@ def map_phase(
     since = torch.zeros(k_chains, dtype=torch.long)
     ran = torch.full((k_chains,), steps, dtype=torch.long)
     active = torch.ones(k_chains, dtype=torch.bool)
-    drops_left = torch.full((k_chains,), lr_drops, dtype=torch.long)
-    wait = torch.full((k_chains,), patience, dtype=torch.long)
-    rate = torch.ones(k_chains, 1, dtype=x0.dtype, device=device)  # each chain's lr / lr
     bar = tqdm(total=steps, desc=f"MAP phase, {k_chains} chains", disable=not progress, leave=False)
     step = 0
     while step < steps and bool(active.any()):
@@ -94,13 +83,7 @@ def map_phase(
         else:
             _, g = target.value_and_grad(x.detach(), batch)
         x.grad = -g
-        if lr_drops:
-            before = x.detach().clone()
-            opt.step()
-            with torch.no_grad():  # Adam's move scales with lr: a chain's own rate scales its move
-                x.copy_(before + (x - before) * rate)
-        else:
-            opt.step()
+        opt.step()
         if held is not None and (step % every == 0 or step == steps):
             score = score_of(x.detach())
             better = (score > best) & active
@@ -108,17 +91,7 @@ def map_phase(
             best_x[better.to(device)] = x.detach()[better.to(device)]
             best_step[better] = step
             since = torch.where(better, torch.zeros_like(since), since + active.long())
-            done = active & (since >= wait)
-            drop = done & (drops_left > 0)
-            if bool(drop.any()):
-                d = drop.to(device)
-                with torch.no_grad():
-                    x[d] = best_x[d]
-                rate[d] *= 0.1
-                drops_left[drop] -= 1
-                wait[drop] = patience if drop_patience is None else drop_patience
-                since[drop] = 0
-                done &= ~drop
+            done = active & (since >= patience)
             ran[done] = step
             active &= ~done
             bar.update(every)
