@@ -285,6 +285,22 @@ def sampler_step_size(recipe: SamplerRecipe, held_rmse: float | None, y: Tensor)
     return recipe.step_size
 
 
+def noiseless_advice(recipe: SamplerRecipe, convergence: dict | None, y: Tensor) -> str | None:
+    """What the measurements say to a user whose regression target is nearly noiseless (the MAP
+    phase's held-out RMSE in ``convergence`` below ``noiseless_below`` of the targets' sd), else
+    None.  The numbers are docs/results/default_recipe.md's (eight such public sets)."""
+    held = (convergence or {}).get("map_heldout_rmse")
+    if not _nearly_noiseless(recipe, held, y):
+        return None
+    ratio = held / float(y.double().std())
+    return (
+        f"nearly noiseless target (the MAP phase's held-out RMSE is {ratio:.3f} of the targets' sd): on eight "
+        "such public sets the default's 95 % intervals covered 98-100 % of the test rows and a deep ensemble "
+        "(method='ensemble') had the lower test NLL on six (by more than one s.e. on five); compare the two on "
+        "held-out rows of your own (docs/results/default_recipe.md)."
+    )
+
+
 def _nearly_noiseless(recipe: SamplerRecipe, held_rmse: float | None, y: Tensor) -> bool:
     """Whether the MAP phase's held-out RMSE is below ``noiseless_below`` of the targets' sd."""
     return held_rmse is not None and held_rmse < recipe.noiseless_below * float(y.double().std())

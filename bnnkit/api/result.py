@@ -73,7 +73,9 @@ class Fit:
         draws: its draws (:class:`~bnnkit.Samples`), or ``None`` for Laplace.
         laplace: the fitted :class:`~bnnkit.Laplace` (``method="laplace"``), else ``None``.
         scaling: the standardisation of inputs and targets done inside.
-        diagnostics: function-space R-hat and ESS, the verdict line, and what stopped the run.
+        diagnostics: function-space R-hat and ESS, the verdict line, what stopped the run and, for
+            the default on a nearly noiseless regression target, ``advice`` (what was measured on
+            such targets; :func:`bnnkit.api.recipe.noiseless_advice`), which ``summary`` repeats.
         seconds: wall-clock time of the fit.
     """
 
@@ -200,9 +202,11 @@ class Fit:
         return self.draws.to_arviz()
 
     def summary(self) -> str:
-        """One paragraph: method, data size, seconds and the convergence verdict."""
+        """One paragraph: method, data size, seconds, the convergence verdict and, where the
+        measurements have something to say about this kind of data, that advice."""
         d = self.diagnostics
-        return f"{self.method} ({self.kind}, {self.posterior.num_data} rows, {self.seconds:.1f} s): {d['verdict']}"
+        out = f"{self.method} ({self.kind}, {self.posterior.num_data} rows, {self.seconds:.1f} s): {d['verdict']}"
+        return out + (f" Note: {d['advice']}" if d.get("advice") else "")
 
     def __repr__(self) -> str:
         return f"Fit({self.summary()})"

@@ -421,6 +421,23 @@ def test_the_noiseless_step_runs_only_on_a_nearly_noiseless_target():
         SamplerRecipe(noiseless_step_size=0.0)
 
 
+def test_a_nearly_noiseless_target_gets_the_measured_advice_and_a_noisy_one_none(tmp_path):
+    g = torch.Generator().manual_seed(1)
+    x = torch.rand(200, 2, generator=g) * 4 - 2
+    smooth = torch.sin(x[:, 0]) + 0.5 * x[:, 1]
+    recipe = dataclasses.replace(SHORT, map_max_steps=2000, map_patience=10)
+    for noise_sd, advised in ((0.0, True), (0.5, False)):
+        y = smooth + noise_sd * torch.randn(200, generator=g)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            f = bnnkit.fit(_net(), (x, y), progress=False, recipe=recipe, seed=0)
+        assert ("advice" in f.diagnostics) == advised
+        assert ("Note: nearly noiseless target" in f.summary()) == advised
+        if advised:
+            f.save(tmp_path / "f.pt")
+            assert bnnkit.load(tmp_path / "f.pt", _net()).diagnostics["advice"] == f.diagnostics["advice"]
+
+
 def test_a_classifier_or_a_fixed_noise_is_never_held():
     from bnnkit.api.recipe import held_noise
     from bnnkit.core.posterior import Posterior
