@@ -1,0 +1,120 @@
+"""Carry the functional prior's uncertainty into fsgld / fsghmc's predictive beyond the data?
+
+The functional samplers' own GP prior, conditioned exactly on the training rows, has the lowest
+held-out NLL of every method on the tails of yacht, Boston, wine and kin8nm, and the networks under
+it do not carry its spread beyond the data (docs/results/gap_tail.md, "Is it the prior or the
+sampler?"); more chains, a larger step, box and edge measurement points did not either.
+
+**Candidate** ("GP-widened" predictive): each draw's Gaussian ``N(f_s(x), sigma_s^2)`` widened by
+the latent variance of the method's own fitted GP prior conditioned on all training inputs,
+``v(x) = k(x, x) - K_xX (K_XX + s2 I)^-1 K_Xx`` (``GPPrior.predict``'s variance less its noise
+``s2``): ``N(f_s(x), sigma_s^2 + v(x))``.  The mean is the network's; near the data ``v`` is small,
+beyond it ``v`` grows to the prior's variance (a distance-aware term, as in SNGP, Liu et al. 2020).
+No test target is read; the same fit, draws and GP as the bench's cell.
+
+**The rule, written before any cell (2026-11-28 10:24 UTC):**
+
+- Choice: yacht and energy, every gap and tail split (18), fsgld and fsghmc, the widened
+  predictive paired with the plain one of the same fit.  Go on to confirmation only if for both
+  methods the median paired held-out NLL difference is negative and the widened one is lower on
+  at least 10 of the 18 splits.
+- Confirmation: Boston and concrete, every gap and tail split (39), by the same test (median
+  negative, lower on a majority), and on Boston's and concrete's first five random splits
+  (fsgld) the mean paired NLL is not positive by more than its s.e.
+- If both pass: the widened predictive becomes fsgld / fsghmc's, and the issue's goal table is
+  recomputed on every set whose cells this session can rerun; otherwise it stays an experiment.
+
+    python -m experiments.gp_widened --datasets yacht,energy --kinds gap,tail \\
+        --data ../shared/data --out experiments/results/gp_widened_choice.jsonl
+    python -m experiments.gp_widened --table experiments/results/gp_widened_choice.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from collections import defaultdict
+
+
+def run(name: str, d, kind: str, split: int, method: str) -> dict:
+    """The bench's cell of ``method`` on the split ``d`` scored with the plain and the widened
+    predictive."""
+    import torch
+
+    from bnnkit.bench.uci.cell import fit_cell, predictive, test_scores
+    from bnnkit.bench.uci.protocol import FULL
+    from bnnkit.predict.metrics import interval_coverage
+    from bnnkit.predict.predictive import RegressionPredictive
+
+    t0 = time.perf_counter()
+    f = fit_cell(method, d, FULL, None, split, False)
+    seconds = time.perf_counter() - t0
+    plain = predictive(f.posterior, f.draws, d.x_test)
+    gp = f.posterior.gp
+    with torch.no_grad():
+        _, var = gp.predict(d.x_train, d.y_train, d.x_test)
+    latent = (var - gp.noise_variance).clamp_min(0.0).to(plain.f.dtype)
+    wide = RegressionPredictive(plain.f, plain.noise_var + latent.unsqueeze(0), plain.log_weights)
+    out = {"dataset": name, "split_kind": kind, "split": split, "method": method, "seconds": seconds}
+    for name, pred in (("plain", plain), ("widened", wide)):
+        out[name] = {**test_scores(pred, d), "coverage_95": interval_coverage(pred, d.y_test)}
+    out["latent_sd_mean"] = float(latent.sqrt().mean())
+    return out
+
+
+def table(paths: list[str]) -> None:
+    """Per (set, kind, method) and over all the file's splits: widened minus plain NLL (mean +-
+    s.e., median, lower on), and both coverages."""
+    rows = [json.loads(line) for p in paths for line in open(p)]
+    groups = defaultdict(list)
+    for r in rows:
+        groups[(r["dataset"], r["split_kind"], r["method"])].append(r)
+        groups[("all", "", r["method"])].append(r)
+    for (ds, kind, method), rs in sorted(groups.items(), key=lambda g: (g[0][0] == "all", g[0])):
+        d = [r["widened"]["nll"] - r["plain"]["nll"] for r in rs]
+        se = statistics.stdev(d) / len(d) ** 0.5 if len(d) > 1 else float("nan")
+        cov = [statistics.mean(r[k]["coverage_95"] for r in rs) for k in ("plain", "widened")]
+        nll = [statistics.mean(r[k]["nll"] for r in rs) for k in ("plain", "widened")]
+        print(f"{ds:26s} {kind:6s} {method:6s} n={len(d):2d}  NLL {nll[0]:8.3f} -> {nll[1]:8.3f}  "
+              f"paired {statistics.mean(d):+.3f} +- {se:.3f}, median {statistics.median(d):+.3f}, "
+              f"lower on {sum(x < 0 for x in d)}  coverage {cov[0]:.3f} -> {cov[1]:.3f}")  # fmt: skip
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--datasets", default="yacht,energy")
+    ap.add_argument("--kinds", default="gap,tail", help="gap,tail, or random")
+    ap.add_argument("--splits", default=None, help="e.g. 0,1,2 (default: all of the kind)")
+    ap.add_argument("--methods", default="fsgld,fsghmc")
+    ap.add_argument("--data", default="../shared/data")
+    ap.add_argument("--out")
+    ap.add_argument("--table", nargs="*")
+    a = ap.parse_args()
+    if a.table:
+        table(a.table)
+        return
+    import torch
+
+    from bnnkit.data.uci import load_uci, uci_dataset_name
+    from experiments.functional_kernel import emit, groups
+
+    torch.set_num_threads(1)
+    methods = a.methods.split(",")
+    if a.kinds == "random":  # the standard splits (first ten unless --splits)
+        for name in a.datasets.split(","):
+            for split in range(10) if a.splits is None else map(int, a.splits.split(",")):
+                d = load_uci(uci_dataset_name(name), split, root=a.data)
+                for method in methods:
+                    emit(run(uci_dataset_name(name), d, "random", split, method), a.out)
+        return
+    for data, kind in groups(a.datasets, a.kinds, a.data):
+        splits = range(data.num_splits) if a.splits is None else map(int, a.splits.split(","))
+        for split in splits:
+            for method in methods:
+                emit(run(data.name, data.split(split), kind, split, method), a.out)
+
+
+if __name__ == "__main__":
+    main()
