@@ -25,7 +25,7 @@ EPOCHS, MAX_STEPS, LR = 300, 100_000, 1e-2
 NOISE_FLOOR = 0.01  # the fitted baselines' fixed noise sd is never below this (standardised units)
 # fit options of fsgld / fsghmc's GP prior
 GP_OPTIONS = frozenset(
-    {"kernel", "box_points", "box_margin", "gp_points", "prior_factors", "measure_at", "edge_points"}
+    {"kernel", "box_points", "box_margin", "gp_points", "prior_factors", "measure_at", "edge_points", "widen"}
 )
 # rows of the GP prior's fit: 500 rather than 1,000 cut wine's fit 5x (O(n^3) a step) and moved
 # the median held-out NLL by at most 0.003 nats (chosen on concrete's gap / tail splits, confirmed
@@ -168,10 +168,14 @@ def _functional(sampler: str) -> Callable[[Problem], tuple[Posterior, Any]]:
     ``options["prior_factors"]``: the Vecchia factors a step's prior term
     is estimated from (default 8, each of 9 network rows); ``options["measure_at"]``: inputs
     (standardised, as ``p.x``) added to the training inputs as measurement points, where the user
-    will predict (at most 1,000 training rows, no box points)."""
+    will predict (at most 1,000 training rows, no box points); ``options["widen"]`` (default
+    True): the predictive adds the fitted prior's latent posterior variance given the training
+    inputs to every draw's noise (:class:`bnnkit.functional.widening.PriorWidening`): beyond the
+    data the networks' draws do not carry the prior's spread (docs/results/gap_tail.md)."""
 
     def run(p: Problem) -> tuple[Posterior, Any]:
         from ..functional import FunctionalPosterior, MeasurementPoints, Vecchia
+        from ..functional.widening import PriorWidening
 
         if p.kind != "regression":
             raise BnnkitError(
@@ -204,6 +208,8 @@ def _functional(sampler: str) -> Callable[[Problem], tuple[Posterior, Any]]:
         kernel = p.options.get("kernel", "rbf")
         gp, _ = fitted_gp(p.x, p.y, p.seed, kernel=kernel, max_points=points, progress=p.progress)
         post = FunctionalPosterior(p.module, p.likelihood(), gp, meas, p.x, num_data=p.n, prior_form=form)
+        if p.options.get("widen", True):
+            post.predictive_widening = PriorWidening(gp, p.x, seed=p.seed)
         return _chains(p, post, sampler)
 
     return run

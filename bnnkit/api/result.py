@@ -258,6 +258,9 @@ class Fit:
                 state["log_weight"] = self.draws.stats["log_weight"].detach().cpu()
         if self.laplace is not None:
             state["laplace"] = self.laplace.state_dict()
+        widening = getattr(self.posterior, "predictive_widening", None)
+        if widening is not None:  # a functional prior's spread, added to the predictive
+            state["widening"] = widening.state_dict()
         trace = self.diagnostics.get("rhat_trace")
         if trace is not None:
             state["rhat_trace"] = {k: torch.as_tensor(v) for k, v in trace.items()}
@@ -336,6 +339,10 @@ def from_state_dict(state: dict[str, Any], module: torch.nn.Module, source: str 
 
         la = Laplace.from_state_dict(post, state["laplace"])
         post = la.posterior
+    if "widening" in state:
+        from ..functional.widening import PriorWidening
+
+        post.predictive_widening = PriorWidening.from_state_dict(state["widening"])
     diagnostics = dict(meta["diagnostics"])
     if "rhat_trace" in state:
         diagnostics["rhat_trace"] = {k: v.tolist() for k, v in state["rhat_trace"].items()}

@@ -311,6 +311,27 @@ class GPPrior:
         var = (kdiag - explained).clamp_min(0.0) + self.noise_variance
         return mean, var
 
+    def latent_variance(self, x: Tensor, x_new: Tensor) -> Tensor:
+        """The posterior variance ``[N*]`` (float64) of the latent function at ``x_new`` given
+        observations at the rows ``x`` with the fitted noise variance ``s2`` (targets not needed)::
+
+            v = k_** - diag K_*x (K_xx + s2 I)^-1 K_x*
+
+        :meth:`predict`'s variance less ``s2``: small near the rows, the prior's ``k_**`` far
+        from them."""
+        if self.noise_variance is None:
+            raise BnnkitError(
+                "latent_variance needs a fitted prior: call fit(x, y) first (it sets the noise)."
+            )
+        xs, xn = self._inputs(x, "x"), self._inputs(x_new, "x_new")
+        parts = self._conditioned(xs, xs.new_zeros(xs.shape[0], 1), xn, self.noise_variance)
+        if parts is None:
+            raise BnnkitError(
+                "K(x, x) plus the fitted noise is not positive definite; drop repeated rows of x or refit."
+            )
+        _, kdiag, explained = parts
+        return (kdiag - explained).clamp_min(0.0)
+
     # ------------------------------------------------------------------ description
     def hyperparameters(self) -> dict[str, float | list[float]]:
         """Current kernel hyperparameters (``lengthscale``, ``outputscale``, ...)."""

@@ -237,7 +237,9 @@ def predict(
     ``samples`` is a :class:`~bnnkit.Samples` (importance weights are used when it has them) or a
     tensor of flat draws ``[..., D]``; ``weights`` overrides with explicit non-negative weights.
     ``progress``: a progress bar over the draws (many draws of a large network on many inputs
-    take minutes).
+    take minutes).  A Gaussian posterior with a ``predictive_widening`` (a callable giving a
+    variance ``[N]`` at the inputs, e.g. :class:`bnnkit.functional.widening.PriorWidening`) has it
+    added to every draw's noise variance.
     """
     out = network_outputs(posterior, samples, inputs, progress=progress)
     lw = _log_weights(samples, out.shape[0], weights).to(out.device)
@@ -252,6 +254,10 @@ def predict(
             noise_var = torch.full(
                 (out.shape[0], *([1] * (f.ndim - 1))), lik.noise**2, dtype=f.dtype, device=f.device
             )
+        widen = getattr(posterior, "predictive_widening", None)  # e.g. a functional prior's spread
+        if widen is not None:
+            v = widen(inputs).to(device=f.device, dtype=f.dtype)
+            noise_var = noise_var + v.reshape(1, -1, *([1] * (f.ndim - 2)))
         return RegressionPredictive(f, noise_var.to(f.dtype), lw)
     w = lw.exp().to(out.dtype)
     if isinstance(lik, Bernoulli):

@@ -1,6 +1,7 @@
 """bnnkit.fit: one call from a module and data to a posterior, in the user's units."""
 
 import dataclasses
+import math
 import subprocess
 import sys
 import warnings
@@ -272,7 +273,17 @@ def test_the_functional_prior_methods_fit_save_and_load(tmp_path, method):
     assert f.evaluate(x, y)["rmse"] < 0.5 * float(y.std())
     assert f.diagnostics["chains"] == 4
     f.save(tmp_path / "fit.pt")
-    assert torch.equal(bnnkit.load(tmp_path / "fit.pt", _net()).predict(x).mean, f.predict(x).mean)
+    back = bnnkit.load(tmp_path / "fit.pt", _net())
+    far = torch.cat([x, x[:5] + 6.0])  # the training inputs and five rows far beyond them
+    assert torch.equal(back.predict(far).mean, f.predict(far).mean)
+    torch.testing.assert_close(back.predict(far).variance, f.predict(far).variance)
+    # the prior's widening: the same draws, every variance larger by exactly the GP's latent one
+    plain = _fit((x, y), method=method, widen=False)
+    assert torch.equal(plain.draws.positions, f.draws.positions)
+    v = f.posterior.predictive_widening(f.scaling.inputs(far)) * math.exp(2 * f.scaling.log_y_std)
+    torch.testing.assert_close(f.predict(far).variance - plain.predict(far).variance, v.float())
+    near, beyond = v[: len(x)].mean(), v[len(x) :].mean()
+    assert beyond > 20 * near  # small at the data, the prior's variance far from it
 
 
 @pytest.mark.slow  # over 3 s: the default run stays under 3 min
