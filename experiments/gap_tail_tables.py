@@ -1,7 +1,7 @@
 """The gap / tail tables of docs/results/gap_tail.md from bench cells, and the goal summary.
 
 Reads any number of ``uci_cells.jsonl`` files of ``bnnkit bench uci --split-kind gap|tail``
-(protocol 13). Where several files hold a cell for the same (set, kind, split, method), the one
+(protocols 13 and 14, which differ only on protein). Where several files hold a cell for the same (set, kind, split, method), the one
 from the file named LAST wins, so the sampler cells of a later run replace those of an earlier one
 and the baselines' cells stay. Per (set, kind): test RMSE, NLL, the NLL paired with the
 weight-space default, on how many splits a method is lower than the default, 95 % coverage and
@@ -42,7 +42,12 @@ def load(paths: list[str]) -> dict[tuple[str, str], dict[str, dict[int, dict]]]:
     for path in paths:
         for line in open(path):
             c = json.loads(line)
-            if c.get("protocol") == 13 and c.get("split_kind") in ("gap", "tail") and not c.get("quick"):
+            # 14 changed only protein's cells (the MAP cap); 13's stand for the others
+            if (
+                c.get("protocol") in (13, 14)
+                and c.get("split_kind") in ("gap", "tail")
+                and not c.get("quick")
+            ):
                 cells[(c["dataset"], c["split_kind"])][c["method"]][c["split"]] = c
     return cells
 

@@ -62,9 +62,9 @@ def run(name: str, d, kind: str, split: int, method: str) -> dict:
     widening = getattr(f.posterior, "predictive_widening", None)
     f.posterior.predictive_widening = None  # the plain predictive first
     plain = predictive(f.posterior, f.draws, d.x_test)
-    # the library's term (conditioned on at most 2,000 training rows; the cells of the choice and
-    # confirmation sets, all under 2,000 rows, were computed from GPPrior.predict's variance less
-    # its noise on every training row, the same quantity)
+    # the library's term (exact on up to 2,000 training rows, its DTC form beyond: PriorWidening;
+    # the choice and confirmation cells, all under 2,000 rows, were computed from GPPrior.predict's
+    # variance less its noise on every training row, the same quantity up to the jitter on K)
     with torch.no_grad():
         latent = PriorWidening(f.posterior.gp, d.x_train, seed=split)(d.x_test).to(plain.f.dtype)
     wide = RegressionPredictive(plain.f, plain.noise_var + latent.unsqueeze(0), plain.log_weights)
@@ -94,6 +94,21 @@ def table(paths: list[str]) -> None:
               f"lower on {sum(x < 0 for x in d)}  coverage {cov[0]:.3f} -> {cov[1]:.3f}")  # fmt: skip
 
 
+def as_cells(paths: list[str], out: str) -> None:
+    """The widened scores as bench cells of fsgld / fsghmc (protocol 14's, the current), for
+    ``experiments.gap_tail_tables`` (named after the stored cells, they replace those)."""
+    from bnnkit.bench.uci.protocol import PROTOCOL
+
+    with open(out, "w") as f:
+        for p in paths:
+            for line in open(p):
+                r = json.loads(line)
+                if r["split_kind"] == "random":
+                    continue
+                cell = {k: r[k] for k in ("dataset", "split_kind", "split", "method", "seconds")}
+                f.write(json.dumps({**cell, **r["widened"], "protocol": PROTOCOL, "widened": True}) + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--datasets", default="yacht,energy")
@@ -103,9 +118,13 @@ def main() -> None:
     ap.add_argument("--data", default="../shared/data")
     ap.add_argument("--out")
     ap.add_argument("--table", nargs="*")
+    ap.add_argument("--as-cells", nargs="*", help="write these files' widened scores as bench cells to --out")
     a = ap.parse_args()
     if a.table:
         table(a.table)
+        return
+    if a.as_cells:
+        as_cells(a.as_cells, a.out)
         return
     import torch
 

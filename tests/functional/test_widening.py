@@ -7,7 +7,7 @@ import torch
 
 from bnnkit import Gaussian, GaussianPrior, Posterior
 from bnnkit.functional import GPPrior
-from bnnkit.functional.widening import MAX_ROWS, PriorWidening
+from bnnkit.functional.widening import MAX_INDUCING, PriorWidening
 from bnnkit.predict import predict
 
 
@@ -37,7 +37,8 @@ def test_predict_and_latent_variance_are_exact_gp_regression():
     torch.testing.assert_close(got_mean, mean)
     torch.testing.assert_close(got_var, latent + 0.1)
     torch.testing.assert_close(gp.latent_variance(x, xn), latent)
-    torch.testing.assert_close(PriorWidening(gp, x)(xn), latent)
+    # all rows as inducing inputs: the DTC form is exact, up to the jitter on K_ZZ
+    torch.testing.assert_close(PriorWidening(gp, x)(xn), latent, atol=1e-4, rtol=0)
 
 
 def test_the_widening_adds_its_variance_to_every_draw_and_survives_its_state():
@@ -58,8 +59,20 @@ def test_the_widening_adds_its_variance_to_every_draw_and_survives_its_state():
     torch.testing.assert_close(back(xn), v)
 
 
-def test_many_training_rows_condition_on_a_seeded_subset():
-    x = torch.randn(MAX_ROWS + 50, 2, generator=torch.Generator().manual_seed(2))
-    a, b = PriorWidening(_gp(), x, seed=3), PriorWidening(_gp(), x, seed=3)
-    assert a.rows.shape == (MAX_ROWS, 2) and torch.equal(a.rows, b.rows)
-    assert not math.isnan(float(a(x[:4]).sum()))
+def test_many_rows_take_the_dtc_form_close_to_exact_and_never_the_subset_alone(monkeypatch):
+    import bnnkit.functional.widening as widening
+
+    monkeypatch.setattr(widening, "MAX_INDUCING", 60)  # 300 rows: the DTC path, as on 2,000+ rows
+    g = torch.Generator().manual_seed(2)
+    x = torch.rand(300, 2, generator=g, dtype=torch.float64) * 4 - 2
+    xn = torch.cat([x[:20], x[:5] + 10.0])
+    gp = _gp()
+    a, b = PriorWidening(gp, x, seed=3), PriorWidening(gp, x, seed=3)
+    assert a.inducing.shape == (60, 2) and torch.equal(a.inducing, b.inducing)
+    exact = gp.latent_variance(x, xn)
+    subset_alone = gp.latent_variance(a.inducing, xn)
+    err_dtc = (a(xn) - exact)[:20].abs().mean()
+    err_subset = (subset_alone - exact)[:20].abs().mean()
+    assert err_dtc < 0.2 * err_subset  # at the rows the subset leaves out, DTC stays near exact
+    torch.testing.assert_close(a(xn)[20:], exact[20:], atol=1e-3, rtol=1e-2)  # far away: the prior
+    assert not math.isnan(float(a(xn).sum())) and MAX_INDUCING == 2000
