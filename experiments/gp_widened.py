@@ -94,6 +94,31 @@ def table(paths: list[str]) -> None:
               f"lower on {sum(x < 0 for x in d)}  coverage {cov[0]:.3f} -> {cov[1]:.3f}")  # fmt: skip
 
 
+def predict_cost(name: str, d, kind: str, split: int) -> dict:
+    """Seconds of what a user pays on one split: the default's and fsgld's fits, and their
+    predictives at the held-out inputs (fsgld's with and without the widening, whose first call
+    factorises)."""
+    from bnnkit.bench.uci.cell import fit_cell, predictive
+    from bnnkit.bench.uci.protocol import FULL
+
+    out = {"dataset": name, "split_kind": kind, "split": split, "test_rows": int(d.x_test.shape[0])}
+    for method in ("default", "fsgld"):
+        t0 = time.perf_counter()
+        f = fit_cell(method, d, FULL, None, split, False)
+        out[f"{method}_fit"] = time.perf_counter() - t0
+        widening = getattr(f.posterior, "predictive_widening", None)
+        f.posterior.predictive_widening = None
+        t0 = time.perf_counter()
+        predictive(f.posterior, f.draws, d.x_test)
+        out[f"{method}_predict"] = time.perf_counter() - t0
+        if widening is not None:
+            f.posterior.predictive_widening = widening
+            t0 = time.perf_counter()
+            predictive(f.posterior, f.draws, d.x_test)
+            out[f"{method}_predict_widened"] = time.perf_counter() - t0
+    return out
+
+
 def as_cells(paths: list[str], out: str) -> None:
     """The widened scores as bench cells of fsgld / fsghmc (protocol 14's, the current), for
     ``experiments.gap_tail_tables`` (named after the stored cells, they replace those)."""
@@ -119,6 +144,7 @@ def main() -> None:
     ap.add_argument("--out")
     ap.add_argument("--table", nargs="*")
     ap.add_argument("--as-cells", nargs="*", help="write these files' widened scores as bench cells to --out")
+    ap.add_argument("--predict-cost", action="store_true", help="time fits and predictives (default, fsgld)")
     a = ap.parse_args()
     if a.table:
         table(a.table)
@@ -143,6 +169,9 @@ def main() -> None:
     for data, kind in groups(a.datasets, a.kinds, a.data):
         splits = range(data.num_splits) if a.splits is None else map(int, a.splits.split(","))
         for split in splits:
+            if a.predict_cost:
+                emit(predict_cost(data.name, data.split(split), kind, split), a.out)
+                continue
             for method in methods:
                 emit(run(data.name, data.split(split), kind, split, method), a.out)
 
