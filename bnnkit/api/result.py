@@ -147,6 +147,8 @@ class Fit:
         linearised at the MAP, ``f(x; theta*) + J(x) (theta - theta*)``: the joint draws of the
         linearised (GLM) predictive that its ``predict`` summarises (the raw network at a weight
         draw is far wider).  One draw per decision, acting on its best output, is Thompson sampling.
+        For fsgld / fsghmc these are the networks' functions: the prior's widening of their
+        predictive (``widen=True``) is a variance that ``predict`` adds, not part of these draws.
         """
         if not (isinstance(num, int) and num >= 1):
             raise BnnkitError(f"num must be a positive integer, got {num!r}.")
