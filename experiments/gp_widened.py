@@ -52,23 +52,23 @@ def run(name: str, d, kind: str, split: int, method: str) -> dict:
 
     from bnnkit.bench.uci.cell import fit_cell, predictive, test_scores
     from bnnkit.bench.uci.protocol import FULL
-    from bnnkit.functional.widening import PriorWidening
     from bnnkit.predict.metrics import interval_coverage
     from bnnkit.predict.predictive import RegressionPredictive
 
     t0 = time.perf_counter()
     f = fit_cell(method, d, FULL, None, split, False)  # (its own predictive widened or not)
     seconds = time.perf_counter() - t0
-    widening = getattr(f.posterior, "predictive_widening", None)
+    # the fit's own term (bnnkit.fit's PriorWidening: exact on up to 2,000 training rows, its DTC
+    # form beyond; the choice and confirmation cells, all under 2,000 rows, were computed from
+    # GPPrior.predict's variance less its noise on every training row, the same quantity up to the
+    # jitter on K)
+    widening = f.posterior.predictive_widening
     f.posterior.predictive_widening = None  # the plain predictive first
     plain = predictive(f.posterior, f.draws, d.x_test)
-    # the library's term (exact on up to 2,000 training rows, its DTC form beyond: PriorWidening;
-    # the choice and confirmation cells, all under 2,000 rows, were computed from GPPrior.predict's
-    # variance less its noise on every training row, the same quantity up to the jitter on K)
-    with torch.no_grad():
-        latent = PriorWidening(f.posterior.gp, d.x_train, seed=split)(d.x_test).to(plain.f.dtype)
-    wide = RegressionPredictive(plain.f, plain.noise_var + latent.unsqueeze(0), plain.log_weights)
     f.posterior.predictive_widening = widening
+    with torch.no_grad():
+        latent = widening(d.x_test).to(plain.f.dtype)
+    wide = RegressionPredictive(plain.f, plain.noise_var + latent.unsqueeze(0), plain.log_weights)
     out = {"dataset": name, "split_kind": kind, "split": split, "method": method, "seconds": seconds}
     for name, pred in (("plain", plain), ("widened", wide)):
         out[name] = {**test_scores(pred, d), "coverage_95": interval_coverage(pred, d.y_test)}

@@ -264,20 +264,21 @@ class GPPrior:
         return float(nll.sum(1).mean())
 
     def _conditioned(
-        self, xs: Tensor, centred: Tensor, xn: Tensor, noise: float | Tensor
-    ) -> tuple[Tensor, Tensor, Tensor] | None:
+        self, xs: Tensor, centred: Tensor | None, xn: Tensor, noise: float | Tensor
+    ) -> tuple[Tensor | None, Tensor, Tensor] | None:
         """The pieces of exact GP regression on rows ``(xs, centred [N, C])`` at ``xn``: the
-        posterior mean of the centred targets ``K_*x (K_xx + s2 I)^-1 centred`` [N*, C], the prior
-        variance ``k_**`` [N*] and the part the rows explain ``diag K_*x (K_xx + s2 I)^-1 K_x*``
-        [N*]; None where ``K_xx + s2 I`` has no Cholesky factor.  :meth:`predict` and the fit's
-        held-out score both condition here."""
+        posterior mean of the centred targets ``K_*x (K_xx + s2 I)^-1 centred`` [N*, C] (None
+        without ``centred``: the variance needs no targets), the prior variance ``k_**`` [N*] and
+        the part the rows explain ``diag K_*x (K_xx + s2 I)^-1 K_x*`` [N*]; None where
+        ``K_xx + s2 I`` has no Cholesky factor.  :meth:`predict`, :meth:`latent_variance` and the
+        fit's held-out score all condition here."""
         with torch.no_grad():
             k = self.kernel(xs).to_dense() + noise * torch.eye(xs.shape[0], dtype=xs.dtype, device=xs.device)
             chol, info = torch.linalg.cholesky_ex(k)
             if int(info) != 0:
                 return None
             k_nx = self.kernel(xn, xs).to_dense()
-            fit_mean = k_nx @ torch.cholesky_solve(centred, chol)
+            fit_mean = None if centred is None else k_nx @ torch.cholesky_solve(centred, chol)
             v = torch.linalg.solve_triangular(chol, k_nx.T, upper=False)
             return fit_mean, self.kernel(xn, diag=True), v.square().sum(0)
 
@@ -324,7 +325,7 @@ class GPPrior:
                 "latent_variance needs a fitted prior: call fit(x, y) first (it sets the noise)."
             )
         xs, xn = self._inputs(x, "x"), self._inputs(x_new, "x_new")
-        parts = self._conditioned(xs, xs.new_zeros(xs.shape[0], 1), xn, self.noise_variance)
+        parts = self._conditioned(xs, None, xn, self.noise_variance)
         if parts is None:
             raise BnnkitError(
                 "K(x, x) plus the fitted noise is not positive definite; drop repeated rows of x or refit."
@@ -336,6 +337,24 @@ class GPPrior:
     def hyperparameters(self) -> dict[str, float | list[float]]:
         """Current kernel hyperparameters (``lengthscale``, ``outputscale``, ...)."""
         return kernel_hyperparameters(self.kernel)
+
+    @classmethod
+    def from_config(cls, config: dict) -> GPPrior:
+        """The prior :meth:`config` describes, its hyperparameters, fitted mean constant and noise
+        variance set (not the fit's report); the kernel must be a spec string."""
+        hp = config["hyperparameters"]
+        gp = cls(
+            config["kernel"],
+            input_dim=config["input_dim"],
+            mean=config["mean"],
+            ard=config["ard"],
+            jitter=config["jitter"],
+            max_jitter=config["max_jitter"],
+            **{k: hp[k] for k in ("lengthscale", "outputscale", "variance", "period") if k in hp},
+        )
+        gp.noise_variance = config["noise_variance"]
+        gp.mean_constant = torch.as_tensor(config["mean_constant"], dtype=_F64)
+        return gp
 
     def config(self) -> dict:
         const = self.mean_constant.cpu()

@@ -87,32 +87,12 @@ class PriorWidening:
         return v.clamp_min(0.0)
 
     def state_dict(self) -> dict[str, Any]:
-        c = self.gp.config()
-        return {
-            "rows": self.rows,
-            "inducing": self.inducing,
-            "gp": {
-                k: c[k]
-                for k in ("kernel", "input_dim", "mean", "ard", "jitter", "max_jitter", "hyperparameters")
-            }
-            | {"noise_variance": c["noise_variance"], "mean_constant": c["mean_constant"]},
-        }
+        gp = {k: v for k, v in self.gp.config().items() if k != "fitted"}  # the fit's report: not needed
+        return {"rows": self.rows, "inducing": self.inducing, "gp": gp}
 
     @classmethod
     def from_state_dict(cls, state: dict[str, Any]) -> PriorWidening:
-        g = state["gp"]
-        hp = g["hyperparameters"]
-        gp = GPPrior(
-            g["kernel"],
-            input_dim=g["input_dim"],
-            mean=g["mean"],
-            ard=g["ard"],
-            jitter=g["jitter"],
-            max_jitter=g["max_jitter"],
-            **{k: hp[k] for k in ("lengthscale", "outputscale", "variance", "period") if k in hp},
-        )
-        gp.noise_variance = g["noise_variance"]
-        gp.mean_constant = torch.as_tensor(g["mean_constant"], dtype=torch.float64)
         out = cls.__new__(cls)
-        out.gp, out.rows, out.inducing, out._factors = gp, state["rows"], state["inducing"], None
+        out.gp, out.rows, out.inducing = GPPrior.from_config(state["gp"]), state["rows"], state["inducing"]
+        out._factors = None
         return out
