@@ -7,7 +7,8 @@ budget is spent:
 
 1. MAP: Adam (``map_lr``) from PyTorch's default initialisation, on ``1 - map_holdout`` of the
    rows, scored on the rest once per epoch (at least every 100 steps); each chain keeps its best
-   iterate after ``map_patience`` scores without improvement, or when ``map_max_steps`` steps (a
+   iterate after ``map_patience`` scores without improvement (a classifier: or after
+   ``map_patience_steps_classifier`` steps, where set), or when ``map_max_steps`` steps (a
    classifier: ``map_max_steps_classifier``) or ``map_max_epochs`` epochs are spent
    (:func:`map_steps_cap`).  The K chains' MAP phases run as one
    vectorised computation (:func:`bnnkit.core.map_phase.map_phase`), chain ``c`` drawing its
@@ -66,6 +67,11 @@ class SamplerRecipe:
     map_lr: float = 1e-2
     map_holdout: float = 0.1
     map_patience: int = 20
+    # a classifier's chain also stops after this many MAP steps without improvement, and leaves
+    # the vectorised computation (None: after map_patience scores only, every chain to the end).
+    # On MNIST a score comes once an epoch (1,688 steps), so 20 scores (33,760 steps) outlast the
+    # 20,000-step cap and early stopping never fired
+    map_patience_steps_classifier: int | None = None
     vectorized_map: bool = True  # the K MAP phases as one computation (False: one chain at a time)
     step_size: float = 1e-3  # per datum: eps = step_size / N
     # the step on a nearly noiseless regression target (noiseless_below; None: step_size there
@@ -75,6 +81,8 @@ class SamplerRecipe:
     alpha: float = 0.99
     burn_in: int = 1000
     draws: int = 100
+    # a classifier's draws per chain (None: draws); fewer draws also shorten every prediction
+    draws_classifier: int | None = None
     thin: int = 50
     check_every: int = 25
     # the sampling phase's ``burn_in + draws * thin`` steps shrunk (burn-in and thinning alike) to
@@ -125,6 +133,13 @@ class SamplerRecipe:
                 f"SamplerRecipe.noiseless_step_size must be a positive step per datum or None, "
                 f"got {self.noiseless_step_size!r}."
             )
+
+        for name in ("map_patience_steps_classifier", "draws_classifier"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                from ..core.errors import BnnkitError
+
+                raise BnnkitError(f"SamplerRecipe.{name} must be a whole number >= 1 or None, got {v!r}.")
 
     def config(self) -> dict[str, Any]:
         return asdict(self)
@@ -182,7 +197,7 @@ def run_recipe(
         algorithm,
         posterior,
         Minibatches(x, y, batch_size=m),
-        num_samples=recipe.draws,
+        num_samples=draws_per_chain(recipe, posterior),
         num_warmup=burn_in,
         thin=thin,
         num_chains=recipe.chains,
@@ -357,6 +372,7 @@ def map_fits(
     from ..core.warm_start import fan_in_position
 
     x0 = torch.stack([fan_in_position(posterior, g) for g in gens])
+    patience_steps = recipe.map_patience_steps_classifier if _is_classifier(posterior) else None
     best, steps, held_mse = map_phase(
         posterior,
         x,
@@ -368,6 +384,8 @@ def map_fits(
         batch_size=batch_size,
         holdout=recipe.map_holdout,
         patience=recipe.map_patience,
+        patience_steps=patience_steps,
+        drop_stopped=patience_steps is not None,
         # a functional prior's exact log density sums every Vecchia factor: use the step's estimate
         stochastic=_is_functional(posterior),
         progress=progress,
@@ -381,8 +399,18 @@ def map_fits(
 
 def _map_cap(recipe: SamplerRecipe, posterior: Any, x: Tensor, batch_size: int) -> int:
     """:func:`map_steps_cap` for ``posterior``'s likelihood (a classifier's cap or regression's)."""
-    classifier = getattr(posterior.likelihood, "kind", None) in ("categorical", "bernoulli")
-    return map_steps_cap(recipe, int(x.shape[0]), batch_size, classifier)
+    return map_steps_cap(recipe, int(x.shape[0]), batch_size, _is_classifier(posterior))
+
+
+def draws_per_chain(recipe: SamplerRecipe, posterior: Any) -> int:
+    """The draws each chain keeps: ``draws_classifier`` for a classifier where set, else ``draws``."""
+    if recipe.draws_classifier is not None and _is_classifier(posterior):
+        return recipe.draws_classifier
+    return recipe.draws
+
+
+def _is_classifier(posterior: Any) -> bool:
+    return getattr(posterior.likelihood, "kind", None) in ("categorical", "bernoulli")
 
 
 def map_steps_cap(recipe: SamplerRecipe, n: int, batch_size: int, classifier: bool = False) -> int:

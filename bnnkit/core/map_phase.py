@@ -5,8 +5,10 @@ draws its minibatches from the same generator, and runs Adam on the negative log
 K chains' gradients come from one vectorised evaluation (``Target.vectorized``), and Adam, being
 elementwise, updates each chain as if alone.  Every ``every`` steps (an epoch of the fitted rows,
 at least ``MIN_CHECK_STEPS``) each chain scores the mean held-out log-likelihood per row; a chain
-keeps its best iterate and stops after ``patience`` scores without improvement.  The loop ends
-when every chain has stopped or ``steps`` are spent.
+keeps its best iterate and stops after ``patience`` scores without improvement (or, with
+``patience_steps``, after that many steps without improvement if that is fewer scores); with
+``drop_stopped`` a stopped chain leaves the vectorised evaluation.  The loop ends when every chain
+has stopped or ``steps`` are spent.
 
 Why early stopping: with the noise learnt, a long MAP overfits a noisy set and shrinks the noise,
 and a cool chain started there stays over-confident, while a smooth, nearly noise-free set needs
@@ -39,6 +41,8 @@ def map_phase(
     batch_size: int | None,
     holdout: float | None,
     patience: int,
+    patience_steps: int | None = None,
+    drop_stopped: bool = False,
     stochastic: bool = False,
     progress: bool = False,
 ) -> tuple[Tensor, list[tuple[int, int]], Tensor | None]:
@@ -46,9 +50,17 @@ def map_phase(
     drawing from ``gens[c]``, each chain's ``(best step, steps run)``, and (with ``holdout``) each
     chain's mean squared error on its held-out rows at the position returned (``None`` without).
 
+    ``patience_steps``: a chain also stops after this many steps without improvement, counted in
+    whole scores (at least one).  Why: on a large set a score comes once an epoch, and 20 epochs
+    without improvement can be longer than the whole budget, so early stopping never fires.
+    ``drop_stopped``: the chains still running pay for themselves only (a CNN's step on the CPU
+    costs about K times one chain's); off, every chain's gradient is evaluated to the end, which
+    costs a small MLP no more (its step is overhead-bound) and keeps its numbers: a vectorised
+    evaluation of fewer chains is not bit-equal to that of all of them (energy's MAP phase moved).
     ``stochastic``: Adam on the gradient an SG-MCMC step sees (``Target.estimate_grad``, e.g. a
-    functional prior's unbiased estimate; its random numbers from ``gens[0]``) instead of the
-    autograd gradient of the log posterior.  ``progress``: a progress bar over the step budget
+    functional prior's unbiased estimate; its random numbers from ``gens[0]``, drawn for every
+    chain at once, so its chains all stay in the evaluation) instead of the autograd gradient of
+    the log posterior.  ``progress``: a progress bar over the step budget
     with the chains still running and the best held-out score."""
     from tqdm.auto import tqdm
 
@@ -60,6 +72,8 @@ def map_phase(
     m = int(fit_rows.shape[1])
     full = batch_size is None or batch_size >= m
     every = max(1 if full else -(-m // batch_size), min(MIN_CHECK_STEPS, steps))
+    if patience_steps is not None:
+        patience = max(1, min(patience, patience_steps // every))
     x = x0.detach().clone().requires_grad_(True)
     opt = torch.optim.Adam([x], lr=lr)
     best = torch.full((k_chains,), -math.inf, dtype=torch.float64)
@@ -71,21 +85,29 @@ def map_phase(
     bar = tqdm(total=steps, desc=f"MAP phase, {k_chains} chains", disable=not progress, leave=False)
     step = 0
     while step < steps and bool(active.any()):
+        # the chains in this step's evaluation
+        live = active.nonzero().squeeze(1) if drop_stopped and not stochastic else torch.arange(k_chains)
         if full:
-            rows = fit_rows
+            rows = fit_rows[live.to(device)]
         else:
-            picks = [torch.randint(m, (batch_size,), generator=g, device=g.device) for g in gens]
-            rows = torch.gather(fit_rows, 1, torch.stack(picks).to(device))
+            picks = [torch.randint(m, (batch_size,), generator=gens[c], device=gens[c].device) for c in live]
+            rows = torch.gather(fit_rows[live.to(device)], 1, torch.stack(picks).to(device))
         step += 1
         batch = (inputs[rows], targets[rows])
         if stochastic:
             _, g = target.estimate_grad(x.detach(), batch, gens[0])
-        else:
+        elif len(live) == k_chains:
             _, g = target.value_and_grad(x.detach(), batch)
+        else:  # a stopped chain's iterate no longer matters: its gradient is left at zero
+            _, g_live = target.value_and_grad(x.detach()[live.to(device)], batch)
+            g = torch.zeros_like(x)
+            g[live.to(device)] = g_live
         x.grad = -g
         opt.step()
         if held is not None and (step % every == 0 or step == steps):
-            score = score_of(x.detach())
+            live = active.nonzero().squeeze(1) if drop_stopped else torch.arange(k_chains)
+            score = torch.full((k_chains,), -math.inf, dtype=torch.float64)
+            score[live] = score_of(x.detach(), live.to(device))
             better = (score > best) & active
             best = torch.where(better, score, best)
             best_x[better.to(device)] = x.detach()[better.to(device)]
@@ -107,17 +129,21 @@ def map_phase(
 
 
 def _held_out_score(posterior, held: tuple[Tensor, Tensor]):
-    """The function of positions ``[K, D]`` that gives each chain's mean held-out log-likelihood
-    per row (float64, on the CPU), its rows scored :data:`SCORE_CHUNK` at a time."""
+    """The function of positions ``[K, D]`` and the indices of the chains still running that gives
+    those chains' mean held-out log-likelihood per row (float64, on the CPU), its rows scored
+    :data:`SCORE_CHUNK` at a time."""
     mapped = torch.func.vmap(lambda xc, hx, hy: posterior.log_likelihood_flat(xc, (hx, hy)))
     h = held[0].shape[1]
     chunks = list(zip(held[0].split(SCORE_CHUNK, 1), held[1].split(SCORE_CHUNK, 1)))
     # log_likelihood_flat scales a batch of r rows by N / r: per_row undoes it per chunk
     per_row = [posterior.scale((hx[0], hy[0])) * h for hx, hy in chunks]
 
-    def score(x: Tensor) -> Tensor:
+    def score(x: Tensor, live: Tensor) -> Tensor:
         with torch.no_grad():
-            return sum(mapped(x, hx, hy) / r for (hx, hy), r in zip(chunks, per_row)).double().cpu()
+            xs = x[live]
+            return (
+                sum(mapped(xs, hx[live], hy[live]) / r for (hx, hy), r in zip(chunks, per_row)).double().cpu()
+            )
 
     return score
 
