@@ -156,6 +156,8 @@ def _checked_call(
         raise BnnkitError(
             f"{', '.join(gp_only)} set the GP prior of fsgld / fsghmc; method {method!r} has none."
         )
+    if not isinstance(options.get("widen", True), bool):  # a string such as "no" would be truthy
+        raise BnnkitError(f"widen must be True or False, got {options['widen']!r}.")
     return params
 
 

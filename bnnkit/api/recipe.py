@@ -81,9 +81,9 @@ class SamplerRecipe:
     alpha: float = 0.99
     burn_in: int = 1000
     draws: int = 100
-    # a classifier's draws per chain (None: draws); fewer draws also shorten every prediction
-    draws_classifier: int | None = None
     thin: int = 50
+    # a classifier's thinning (None: thin): the sampling phase's length with the same draws
+    thin_classifier: int | None = None
     check_every: int = 25
     # the sampling phase's ``burn_in + draws * thin`` steps shrunk (burn-in and thinning alike) to
     # at most this many epochs of the rows (None: no epoch cap)
@@ -134,7 +134,7 @@ class SamplerRecipe:
                 f"got {self.noiseless_step_size!r}."
             )
 
-        for name in ("map_patience_steps_classifier", "draws_classifier"):
+        for name in ("map_patience_steps_classifier", "thin_classifier"):
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
                 from ..core.errors import BnnkitError
@@ -187,7 +187,7 @@ def run_recipe(
         algorithm: Any = PreconditionedSGLD(step / n, alpha=recipe.alpha)
     else:
         algorithm = AdaptiveSGHMC(3e-3, mdecay=0.05)
-    burn_in, thin = sampler_schedule(recipe, n, m)
+    burn_in, thin = sampler_schedule(recipe, n, m, _is_classifier(posterior))
     # the rule watches the outputs at training inputs (inputs only): spread over the rows
     idx = torch.linspace(0, n - 1, min(recipe.check_inputs, n)).round().long()
     rule = FunctionSpaceConvergence(
@@ -197,7 +197,7 @@ def run_recipe(
         algorithm,
         posterior,
         Minibatches(x, y, batch_size=m),
-        num_samples=draws_per_chain(recipe, posterior),
+        num_samples=recipe.draws,
         num_warmup=burn_in,
         thin=thin,
         num_chains=recipe.chains,
@@ -402,13 +402,6 @@ def _map_cap(recipe: SamplerRecipe, posterior: Any, x: Tensor, batch_size: int) 
     return map_steps_cap(recipe, int(x.shape[0]), batch_size, _is_classifier(posterior))
 
 
-def draws_per_chain(recipe: SamplerRecipe, posterior: Any) -> int:
-    """The draws each chain keeps: ``draws_classifier`` for a classifier where set, else ``draws``."""
-    if recipe.draws_classifier is not None and _is_classifier(posterior):
-        return recipe.draws_classifier
-    return recipe.draws
-
-
 def _is_classifier(posterior: Any) -> bool:
     return getattr(posterior.likelihood, "kind", None) in ("categorical", "bernoulli")
 
@@ -425,14 +418,18 @@ def map_steps_cap(recipe: SamplerRecipe, n: int, batch_size: int, classifier: bo
     return max(1, min(cap, recipe.map_max_epochs * per_epoch))
 
 
-def sampler_schedule(recipe: SamplerRecipe, n: int, batch_size: int) -> tuple[int, int]:
-    """The sampling phase's ``(burn_in, thin)`` on ``n`` rows: the recipe's, or both scaled down by
-    the same factor so that ``burn_in + draws * thin`` is at most ``sampler_max_epochs`` epochs."""
+def sampler_schedule(
+    recipe: SamplerRecipe, n: int, batch_size: int, classifier: bool = False
+) -> tuple[int, int]:
+    """The sampling phase's ``(burn_in, thin)`` on ``n`` rows: the recipe's (a classifier's thinning
+    ``thin_classifier`` where set), or both scaled down by the same factor so that
+    ``burn_in + draws * thin`` is at most ``sampler_max_epochs`` epochs."""
+    thin = recipe.thin_classifier if classifier and recipe.thin_classifier is not None else recipe.thin
     if recipe.sampler_max_epochs is None:
-        return recipe.burn_in, recipe.thin
+        return recipe.burn_in, thin
     cap = recipe.sampler_max_epochs * -(-n // min(batch_size, n))
-    f = min(1.0, cap / (recipe.burn_in + recipe.draws * recipe.thin))
-    return max(1, round(recipe.burn_in * f)), max(1, round(recipe.thin * f))
+    f = min(1.0, cap / (recipe.burn_in + recipe.draws * thin))
+    return max(1, round(recipe.burn_in * f)), max(1, round(thin * f))
 
 
 def _held_out_noise(posterior: Any, init: Any, sd: float) -> tuple[Any, Any]:

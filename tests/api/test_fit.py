@@ -233,6 +233,7 @@ def test_plots_return_figures():
         (lambda x, y: bnnkit.fit(_net(), (x, y), likelihood="poisson"), "likelihood must be"),
         (lambda x, y: bnnkit.fit(_net(), (x, y), recipe={"chains": 2}), "SamplerRecipe"),
         (lambda x, y: bnnkit.fit(_net(), (x, y), method="laplace", output="runs/x"), "fitted in memory"),
+        (lambda x, y: bnnkit.fit(_net(), (x, y), method="fsgld", widen="no"), "widen must be True or False"),
     ],
 )
 def test_bad_calls_get_a_clear_error(call, match):
@@ -601,6 +602,35 @@ def test_a_handful_of_rows_fits_without_a_held_out_score():
     steps = f.draws.config["convergence"]["map_steps"]
     assert all(ran == SHORT.map_max_steps for _, ran in steps.values())
     assert torch.isfinite(f.predict(x).mean).all()
+
+
+def test_a_classifiers_patience_in_steps_and_thinning_apply_to_classifiers_only():
+    # 400 rows, batch 32: an epoch of 360 fitted rows is 12 steps, so a score every 100 steps; a
+    # patience of 150 steps is one score where the classifier's recipe sets it
+    recipe = SamplerRecipe(map_max_steps=3000, map_patience=20, map_patience_steps_classifier=150, thin_classifier=1,
+                           chains=2, burn_in=5, draws=8, thin=3, check_every=4)  # fmt: skip
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(400, 2, generator=g)
+    out = {}
+    for kind, y in (
+        ("classifier", (x[:, 0] > 0).long()),
+        ("regression", x[:, 0] + 0.1 * torch.randn(400, generator=g)),
+    ):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            f = bnnkit.fit(torch.nn.Linear(2, 2 if kind == "classifier" else 1), (x, y), recipe=recipe, seed=0,
+                           progress=False)  # fmt: skip
+        out[kind] = (f.draws.config["thin"], list(f.draws.config["convergence"]["map_steps"].values()))
+    thin, steps = out["classifier"]
+    assert thin == 1 and all(ran == best + 100 for best, ran in steps)
+    thin, steps = out["regression"]  # 20 scores without improvement, or the cap
+    assert thin == 3 and all(ran == best + 20 * 100 or ran == 3000 for best, ran in steps)
+    assert any(ran - best > 100 for best, ran in steps)
+    for bad in (0, -5, 2.5, True):
+        with pytest.raises(BnnkitError, match="thin_classifier must be a whole number"):
+            SamplerRecipe(thin_classifier=bad)
+        with pytest.raises(BnnkitError, match="map_patience_steps_classifier must be a whole number"):
+            SamplerRecipe(map_patience_steps_classifier=bad)
 
 
 def test_a_classifier_stops_its_map_phase_at_its_own_cap():

@@ -169,3 +169,50 @@ def test_a_classifiers_map_phase_reports_no_squared_error():
         post, x, y, x0, gens, steps=50, lr=1e-2, batch_size=8, holdout=0.2, patience=3
     )
     assert mse is None and best.shape == x0.shape and all(r <= 50 for _, r in steps)
+
+
+def _two_chain_run(post, x, y, **kw):
+    from bnnkit.core.map_phase import map_phase
+
+    gens = [torch.Generator().manual_seed(c) for c in range(3)]
+    x0 = torch.stack([fan_in_position(post, g) for g in gens])
+    return map_phase(post, x, y, x0, gens, steps=4000, lr=1e-2, batch_size=10, holdout=0.3, **kw)
+
+
+def test_a_patience_in_steps_stops_a_chain_after_that_many_steps_counted_in_whole_scores():
+    post, x, y = _overfit_problem()
+    # scores every 100 steps (an epoch is 3 steps here): 250 steps are 2 scores, fewer than 5
+    _, steps, _ = _two_chain_run(post, x, y, patience=5, patience_steps=250)
+    assert all(ran == best + 2 * 100 for best, ran in steps)
+    _, steps, _ = _two_chain_run(post, x, y, patience=2, patience_steps=10_000)  # the scores come first
+    assert all(ran == best + 2 * 100 for best, ran in steps)
+    _, steps, _ = _two_chain_run(post, x, y, patience=5, patience_steps=50)  # at least one score
+    assert all(ran == best + 100 for best, ran in steps)
+
+
+def test_stopped_chains_leave_the_evaluation_and_the_others_run_as_before():
+    post, x, y = _overfit_problem()
+    seen: list[int] = []
+    make = post.target
+
+    class Spy:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def value_and_grad(self, xs, batch):
+            seen.append(int(xs.shape[0]))
+            return self.inner.value_and_grad(xs, batch)
+
+    post.target = lambda: type("T", (), {"vectorized": lambda self, **kw: Spy(make().vectorized(**kw))})()
+    kept, kept_steps, kept_mse = _two_chain_run(post, x, y, patience=3)
+    assert set(seen) == {3}  # off: every chain is evaluated to the end
+    seen.clear()
+    dropped, steps, mse = _two_chain_run(post, x, y, patience=3, drop_stopped=True)
+    ran = sorted(r for _, r in steps)
+    assert ran[0] < ran[-1]  # the chains stop at different steps ...
+    assert seen.count(3) == ran[0] and len(seen) == ran[-1] and min(seen) == 1  # ... and leave as they stop
+    # the same stopping steps and iterates (a vectorised evaluation of fewer chains may differ in
+    # the last bits, so close, not equal)
+    assert steps == kept_steps
+    assert torch.allclose(dropped, kept, rtol=1e-4, atol=1e-5)
+    assert torch.allclose(mse, kept_mse, rtol=1e-4)

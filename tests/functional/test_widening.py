@@ -76,3 +76,14 @@ def test_many_rows_take_the_dtc_form_close_to_exact_and_never_the_subset_alone(m
     assert err_dtc < 0.2 * err_subset  # at the rows the subset leaves out, DTC stays near exact
     torch.testing.assert_close(a(xn)[20:], exact[20:], atol=1e-3, rtol=1e-2)  # far away: the prior
     assert not math.isnan(float(a(xn).sum())) and MAX_INDUCING == 2000
+
+
+def test_an_unfitted_gp_prior_gets_a_clear_error():
+    import pytest
+
+    from bnnkit.core.errors import BnnkitError
+
+    gp = GPPrior("rbf", input_dim=2)  # no fit: no noise variance
+    widening = PriorWidening(gp, torch.zeros(5, 2))
+    with pytest.raises(BnnkitError, match="needs a fitted GP prior"):
+        widening(torch.zeros(3, 2))
