@@ -12,7 +12,12 @@ has stopped or ``steps`` are spent.
 
 Why early stopping: with the noise learnt, a long MAP overfits a noisy set and shrinks the noise,
 and a cool chain started there stays over-confident, while a smooth, nearly noise-free set needs
-the long fit (see :func:`bnnkit.core.warm_start.map_init`).
+the long fit (see :func:`bnnkit.core.warm_start.map_init`).  Why ``patience_steps``: on a large set
+a score comes once an epoch, and 20 epochs without improvement can outlast the whole budget.  Why
+``drop_stopped`` is an option: it makes the chains still running pay for themselves only (a CNN's
+step on the CPU costs about K times one chain's), but a small MLP's step is overhead-bound and a
+vectorised evaluation of fewer chains is not bit-equal to that of all of them (energy's MAP phase
+moved), so off, every chain is evaluated to the end.
 """
 
 from __future__ import annotations
@@ -51,12 +56,7 @@ def map_phase(
     chain's mean squared error on its held-out rows at the position returned (``None`` without).
 
     ``patience_steps``: a chain also stops after this many steps without improvement, counted in
-    whole scores (at least one).  Why: on a large set a score comes once an epoch, and 20 epochs
-    without improvement can be longer than the whole budget, so early stopping never fires.
-    ``drop_stopped``: the chains still running pay for themselves only (a CNN's step on the CPU
-    costs about K times one chain's); off, every chain's gradient is evaluated to the end, which
-    costs a small MLP no more (its step is overhead-bound) and keeps its numbers: a vectorised
-    evaluation of fewer chains is not bit-equal to that of all of them (energy's MAP phase moved).
+    whole scores (at least one); ``drop_stopped``: a stopped chain leaves the evaluation.
     ``stochastic``: Adam on the gradient an SG-MCMC step sees (``Target.estimate_grad``, e.g. a
     functional prior's unbiased estimate; its random numbers from ``gens[0]``, drawn for every
     chain at once, so its chains all stay in the evaluation) instead of the autograd gradient of
@@ -72,8 +72,7 @@ def map_phase(
     m = int(fit_rows.shape[1])
     full = batch_size is None or batch_size >= m
     every = max(1 if full else -(-m // batch_size), min(MIN_CHECK_STEPS, steps))
-    if patience_steps is not None:
-        patience = max(1, min(patience, patience_steps // every))
+    patience = patience if patience_steps is None else max(1, min(patience, patience_steps // every))
     x = x0.detach().clone().requires_grad_(True)
     opt = torch.optim.Adam([x], lr=lr)
     best = torch.full((k_chains,), -math.inf, dtype=torch.float64)
@@ -87,27 +86,15 @@ def map_phase(
     while step < steps and bool(active.any()):
         # the chains in this step's evaluation
         live = active.nonzero().squeeze(1) if drop_stopped and not stochastic else torch.arange(k_chains)
-        if full:
-            rows = fit_rows[live.to(device)]
-        else:
+        rows = fit_rows[live.to(device)]
+        if not full:
             picks = [torch.randint(m, (batch_size,), generator=gens[c], device=gens[c].device) for c in live]
-            rows = torch.gather(fit_rows[live.to(device)], 1, torch.stack(picks).to(device))
+            rows = torch.gather(rows, 1, torch.stack(picks).to(device))
         step += 1
-        batch = (inputs[rows], targets[rows])
-        if stochastic:
-            _, g = target.estimate_grad(x.detach(), batch, gens[0])
-        elif len(live) == k_chains:
-            _, g = target.value_and_grad(x.detach(), batch)
-        else:  # a stopped chain's iterate no longer matters: its gradient is left at zero
-            _, g_live = target.value_and_grad(x.detach()[live.to(device)], batch)
-            g = torch.zeros_like(x)
-            g[live.to(device)] = g_live
-        x.grad = -g
+        x.grad = -_gradient(target, x.detach(), (inputs[rows], targets[rows]), live, stochastic, gens[0])
         opt.step()
         if held is not None and (step % every == 0 or step == steps):
-            live = active.nonzero().squeeze(1) if drop_stopped else torch.arange(k_chains)
-            score = torch.full((k_chains,), -math.inf, dtype=torch.float64)
-            score[live] = score_of(x.detach(), live.to(device))
+            score = score_of(x.detach(), live)  # the chains of this step (-inf for the others)
             better = (score > best) & active
             best = torch.where(better, score, best)
             best_x[better.to(device)] = x.detach()[better.to(device)]
@@ -128,10 +115,24 @@ def map_phase(
     return best_x, [(int(b), int(r)) for b, r in zip(best_step, ran)], held_mse
 
 
+def _gradient(target, x: Tensor, batch, live: Tensor, stochastic: bool, gen: torch.Generator) -> Tensor:
+    """The gradient ``[K, D]`` of the log posterior of the chains ``live`` at ``x`` on their
+    minibatches ``batch`` (``stochastic``: the step's estimate, its random numbers from ``gen``);
+    a stopped chain's iterate no longer matters, so its gradient is left at zero."""
+    if stochastic:
+        return target.estimate_grad(x, batch, gen)[1]
+    if len(live) == x.shape[0]:
+        return target.value_and_grad(x, batch)[1]
+    live = live.to(x.device)
+    g = torch.zeros_like(x)
+    g[live] = target.value_and_grad(x[live], batch)[1]
+    return g
+
+
 def _held_out_score(posterior, held: tuple[Tensor, Tensor]):
     """The function of positions ``[K, D]`` and the indices of the chains still running that gives
-    those chains' mean held-out log-likelihood per row (float64, on the CPU), its rows scored
-    :data:`SCORE_CHUNK` at a time."""
+    those chains' mean held-out log-likelihood per row (float64, on the CPU; -inf for the others),
+    its rows scored :data:`SCORE_CHUNK` at a time."""
     mapped = torch.func.vmap(lambda xc, hx, hy: posterior.log_likelihood_flat(xc, (hx, hy)))
     h = held[0].shape[1]
     chunks = list(zip(held[0].split(SCORE_CHUNK, 1), held[1].split(SCORE_CHUNK, 1)))
@@ -139,11 +140,14 @@ def _held_out_score(posterior, held: tuple[Tensor, Tensor]):
     per_row = [posterior.scale((hx[0], hy[0])) * h for hx, hy in chunks]
 
     def score(x: Tensor, live: Tensor) -> Tensor:
+        out = torch.full((x.shape[0],), -math.inf, dtype=torch.float64)
+        idx = live.to(x.device)
         with torch.no_grad():
-            xs = x[live]
-            return (
-                sum(mapped(xs, hx[live], hy[live]) / r for (hx, hy), r in zip(chunks, per_row)).double().cpu()
+            xs = x[idx]
+            out[live] = (
+                sum(mapped(xs, hx[idx], hy[idx]) / r for (hx, hy), r in zip(chunks, per_row)).double().cpu()
             )
+        return out
 
     return score
 
