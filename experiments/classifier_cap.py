@@ -81,34 +81,45 @@ def net(inputs: int) -> torch.nn.Module:
 
 
 def confirm(name: str, out: str, methods: tuple[str, ...] = ("default", "ensemble")) -> None:
-    import bnnkit
     from bnnkit.api import DEFAULT_RECIPE
 
     x, y = tabular(name)
-    rng = np.random.default_rng(0)
-    for split in range(SPLITS):
-        perm = rng.permutation(len(y))
-        k = int(round(0.1 * len(y)))
-        test, train = perm[:k], perm[k:]
+    for split, train, test in random_splits(len(y), SPLITS):
         cells = [("default", CURRENT), ("default", CANDIDATE), ("ensemble", None)]
         cells = [c for c in cells if c[0] in methods]
         for method, cap in cells:
             recipe = (
                 None if cap is None else dataclasses.replace(DEFAULT_RECIPE, map_max_steps_classifier=cap)
             )
-            t0 = time.perf_counter()
-            f = bnnkit.fit(
-                net(x.shape[1]), (x[train], y[train]), method=method, recipe=recipe, progress=False
-            )
-            seconds = time.perf_counter() - t0
             row = {"dataset": name, "split": split, "rows": len(y), "method": method, "cap": cap}
-            row.update(f.evaluate(x[test], y[test]))
-            row["seconds"] = seconds
-            if method == "default":
-                row["map_steps"] = f.draws.config["convergence"]["map_steps"]
-            with open(out, "a") as fh:
-                fh.write(json.dumps(row, default=str) + "\n")
-            print(json.dumps(row, default=str), flush=True)
+            tabular_cell(x, y, train, test, method, recipe, row, out)
+
+
+def random_splits(n: int, splits: int):
+    """``(split, train rows, test rows)`` of ``splits`` random 90/10 splits of ``n`` rows (seed 0)."""
+    rng = np.random.default_rng(0)
+    for split in range(splits):
+        perm = rng.permutation(n)
+        k = int(round(0.1 * n))
+        yield split, perm[k:], perm[:k]
+
+
+def tabular_cell(x, y, train, test, method: str, recipe, row: dict, out: str) -> None:
+    """``bnnkit.fit(net, (x[train], y[train]), method=method, recipe=recipe)`` scored on the test
+    rows: ``row`` with the test metrics, the seconds of the fit and (the default) each chain's MAP
+    steps and the thinning, appended to ``out`` as a JSON line."""
+    import bnnkit
+
+    t0 = time.perf_counter()
+    f = bnnkit.fit(net(x.shape[1]), (x[train], y[train]), method=method, recipe=recipe, progress=False)
+    seconds = time.perf_counter() - t0
+    row = {**row, **f.evaluate(x[test], y[test]), "seconds": seconds}
+    if method == "default":
+        row["map_steps"] = f.draws.config["convergence"]["map_steps"]
+        row["thin"] = f.draws.config["thin"]
+    with open(out, "a") as fh:
+        fh.write(json.dumps(row, default=str) + "\n")
+    print(json.dumps(row, default=str), flush=True)
 
 
 def mnist(root: str | None, out: str) -> None:

@@ -56,7 +56,6 @@ import argparse
 import dataclasses
 import json
 import math
-import time
 
 import numpy as np
 import torch
@@ -97,16 +96,11 @@ PARTS = {"patience_only": {"map_patience_steps_classifier": 4000}, "thin_only": 
 
 
 def confirm(name: str, out: str, parts: bool = False, splits: tuple[int, ...] = tuple(range(SPLITS))) -> None:
-    import bnnkit
     from bnnkit.api import DEFAULT_RECIPE
-    from experiments.classifier_cap import net
+    from experiments.classifier_cap import random_splits, tabular_cell
 
     x, y = tabular(name)
-    rng = np.random.default_rng(0)
-    for split in range(SPLITS):
-        perm = rng.permutation(len(y))
-        k = int(round(0.1 * len(y)))
-        test, train = perm[:k], perm[k:]
+    for split, train, test in random_splits(len(y), SPLITS):
         if split not in splits:
             continue
         cells = [("default", "current"), ("default", "candidate"), ("ensemble", None)]
@@ -115,20 +109,8 @@ def confirm(name: str, out: str, parts: bool = False, splits: tuple[int, ...] = 
         for method, variant in cells:
             fields = {"candidate": CANDIDATE, **PARTS}.get(variant)
             recipe = dataclasses.replace(DEFAULT_RECIPE, **fields) if fields else None
-            t0 = time.perf_counter()
-            f = bnnkit.fit(
-                net(x.shape[1]), (x[train], y[train]), method=method, recipe=recipe, progress=False
-            )
-            seconds = time.perf_counter() - t0
             row = {"dataset": name, "split": split, "rows": len(y), "method": method, "variant": variant}
-            row.update(f.evaluate(x[test], y[test]))
-            row["seconds"] = seconds
-            if method == "default":
-                row["map_steps"] = f.draws.config["convergence"]["map_steps"]
-                row["thin"] = f.draws.config["thin"]
-            with open(out, "a") as fh:
-                fh.write(json.dumps(row, default=str) + "\n")
-            print(json.dumps(row, default=str), flush=True)
+            tabular_cell(x, y, train, test, method, recipe, row, out)
 
 
 def mnist(root: str | None, out: str) -> None:
