@@ -157,11 +157,32 @@ def table(files: list[str]) -> None:
             print(
                 f"{name:9s} split {s}: {variant} NLL {r['nll']:.4f} ({r['nll'] - cur['nll']:+.4f} against current)"
             )
+    for name in dict.fromkeys(
+        k[0] for k in cells
+    ):  # per set: the candidate's change, and the current against the ensemble
+        pairs = [
+            (cells.get((name, s, "current")), cells.get((name, s, v)))
+            for s in range(SPLITS)
+            for v in ("candidate", "ensemble")
+        ]
+        for v, ps in (("candidate", pairs[0::2]), ("ensemble", pairs[1::2])):
+            d = [b["nll"] - a["nll"] for a, b in ps if a and b]
+            if len(d) > 1:
+                sign = "candidate minus current" if v == "candidate" else "current minus ensemble"
+                m, e = _mean_se(d if v == "candidate" else [-x for x in d])
+                # seconds: candidate over current, or current over the ensemble (mean of the ratios)
+                secs = [
+                    (b["seconds"] / a["seconds"]) ** (1 if v == "candidate" else -1) for a, b in ps if a and b
+                ]
+                print(f"{name:9s} {sign}: {m:+.4f} +- {e:.4f} (seconds {np.mean(secs):.2f}x)")
     if len(diffs) > 1:
-        mean = float(np.mean(diffs))
-        se = float(np.std(diffs, ddof=1) / math.sqrt(len(diffs)))
+        mean, se = _mean_se(diffs)
         verdict = "passes" if mean <= se else "fails"
         print(f"paired NLL change over {len(diffs)} pairs: {mean:+.5f} +- {se:.5f} ({verdict})")
+
+
+def _mean_se(values: list[float]) -> tuple[float, float]:
+    return float(np.mean(values)), float(np.std(values, ddof=1) / math.sqrt(len(values)))
 
 
 def main() -> None:
