@@ -22,8 +22,9 @@ budget is spent:
    where ``g_t`` is the minibatch gradient of the log posterior (scaled by N/M) and ``step_size``
    is ``noiseless_step_size`` instead where that is set and the target is nearly noiseless (as in
    step 4; :func:`sampler_step_size`).
-3. ``burn_in`` steps, then draws thinned by ``thin`` (both scaled down alike where
-   ``sampler_max_epochs`` caps the phase, :func:`sampler_schedule`; off by default); every ``check_every`` draws per chain the
+3. ``burn_in`` steps, then draws thinned by ``thin`` (a classifier: ``thin_classifier`` where
+   set; both scaled down alike where ``sampler_max_epochs`` caps the phase,
+   :func:`sampler_schedule`; off by default); every ``check_every`` draws per chain the
    function-space R-hat and ESS at ``check_inputs`` training inputs are computed
    (:class:`bnnkit.diagnostics.FunctionSpaceConvergence`), and the run ends early when both pass.
 4. With ``chain_weights="auto"`` (not the default), on a nearly noiseless regression target (the
