@@ -12,7 +12,7 @@ from ..core.errors import BnnkitError, check_finite_rows
 from ..core.random import global_rng_seeded
 from ..data.coerce import as_pair, is_loader
 from .methods import GP_OPTIONS, METHODS, Problem, runner
-from .recipe import DEFAULT_RECIPE, SamplerRecipe, noiseless_advice
+from .recipe import DEFAULT_RECIPE, SamplerRecipe, capped_map_advice, noiseless_advice
 from .result import Fit, diagnose, fingerprint
 from .scaling import Scaling
 
@@ -115,8 +115,13 @@ def fit(
     draws = None if la is not None else result
     check_x = xs[torch.linspace(0, xs.shape[0] - 1, min(100, xs.shape[0])).round().long()]
     diagnostics = diagnose(method, chains, post, draws, check_x)
-    if method == "default" and kind == "regression" and draws is not None:  # measured for the default only
-        advice = noiseless_advice(problem.recipe, draws.config.get("convergence"), ys)
+    if method == "default" and draws is not None:  # measured for the default only
+        conv = draws.config.get("convergence")
+        advice = (
+            noiseless_advice(problem.recipe, conv, ys)
+            if kind == "regression"
+            else capped_map_advice(problem.recipe, conv)
+        )
         if advice is not None:
             diagnostics["advice"] = advice
     seconds = time.perf_counter() - t0

@@ -75,7 +75,9 @@ class Fit:
         scaling: the standardisation of inputs and targets done inside.
         diagnostics: function-space R-hat and ESS, the verdict line, what stopped the run and, for
             the default on a nearly noiseless regression target, ``advice`` (what was measured on
-            such targets; :func:`bnnkit.api.recipe.noiseless_advice`), which ``summary`` repeats.
+            such targets; :func:`bnnkit.api.recipe.noiseless_advice`), or on a classifier whose MAP
+            phase outlasted its chains' best scores, what was measured of stopping it earlier
+            (:func:`bnnkit.api.recipe.capped_map_advice`), which ``summary`` repeats.
         seconds: wall-clock time of the fit.
     """
 

@@ -450,6 +450,33 @@ def test_a_nearly_noiseless_target_gets_the_measured_advice_and_a_noisy_one_none
             assert bnnkit.load(tmp_path / "f.pt", _net()).diagnostics["advice"] == f.diagnostics["advice"]
 
 
+def test_a_classifier_whose_chains_all_ran_their_budget_after_early_bests_gets_the_measured_advice():
+    from bnnkit.api.recipe import capped_map_advice
+
+    r = SamplerRecipe()
+    mnist = {"map_steps": {0: [3376, 20000], 1: [5064, 20000], 2: [11816, 20000], 3: [3376, 20000]}}
+    assert "ran its 20,000 steps" in capped_map_advice(r, mnist) and "3,376-11,816" in capped_map_advice(
+        r, mnist
+    )
+    late = {"map_steps": {0: [19929, 20000], 1: [17374, 20000], 2: [16863, 20000], 3: [20000, 20000]}}
+    stopped = {"map_steps": {0: [3376, 20000], 1: [5064, 20000], 2: [3376, 19740], 3: [3376, 20000]}}
+    for conv in (late, stopped, None, {}):  # still improving; one chain stopped by its patience; nothing
+        assert capped_map_advice(r, conv) is None
+    assert capped_map_advice(SamplerRecipe(map_patience_steps_classifier=4000), mnist) is None  # already set
+    # through fit: random labels, so every chain's held-out score is best at once, and a budget of
+    # 3 scores that 20 scores of patience outlast
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(400, 2, generator=g), torch.randint(2, (400,), generator=g)
+    net = torch.nn.Sequential(torch.nn.Linear(2, 64), torch.nn.ReLU(), torch.nn.Linear(64, 2))
+    recipe = dataclasses.replace(SHORT, map_max_steps=300, map_patience=20)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        f = bnnkit.fit(net, (x, y), progress=False, recipe=recipe, seed=0)
+    steps = f.draws.config["convergence"]["map_steps"].values()
+    assert all(ran == 300 for _, ran in steps) and sum(best <= 150 for best, _ in steps) >= 2
+    assert "Note: every chain's MAP phase ran its 300 steps" in f.summary()
+
+
 def test_a_classifier_or_a_fixed_noise_is_never_held():
     from bnnkit.api.recipe import held_noise
     from bnnkit.core.posterior import Posterior
