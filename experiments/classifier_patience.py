@@ -175,6 +175,12 @@ def table(files: list[str]) -> None:
                     (b["seconds"] / a["seconds"]) ** (1 if v == "candidate" else -1) for a, b in ps if a and b
                 ]
                 print(f"{name:9s} {sign}: {m:+.4f} +- {e:.4f} (seconds {np.mean(secs):.2f}x)")
+    from bnnkit.api import DEFAULT_RECIPE
+    from bnnkit.api.recipe import capped_map_advice
+
+    current = [r for (_, _, v), r in cells.items() if v == "current"]
+    fired = sum(capped_map_advice(DEFAULT_RECIPE, {"map_steps": r["map_steps"]}) is not None for r in current)
+    print(f"fit.summary()'s MAP-budget advice fires on {fired} of {len(current)} current cells")
     if len(diffs) > 1:
         mean, se = _mean_se(diffs)
         verdict = "passes" if mean <= se else "fails"
