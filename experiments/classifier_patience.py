@@ -92,6 +92,10 @@ def tabular(name: str) -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
+ROUND_SETS = {
+    1: ("hi", "flchain", "benefits", "rwm5yr", "vietnami"),
+    2: ("doctorcontacts", "budgetfood", "vocab", "cpsch3", "vietnamh"),
+}
 PARTS = {"patience_only": {"map_patience_steps_classifier": 4000}, "thin_only": {"thin_classifier": 25}}
 
 
@@ -136,21 +140,17 @@ def table(files: list[str]) -> None:
     cells = {
         (r["dataset"], r["split"], r["variant"] or r["method"]): r for r in rows if r["dataset"] != "mnist"
     }
-    diffs: list[float] = []
     for name in dict.fromkeys(k[0] for k in cells):
-        per = []
         for s in range(SPLITS):
             cur, cand, ens = (cells.get((name, s, v)) for v in ("current", "candidate", "ensemble"))
             if cur is None or cand is None:
                 continue
-            per.append(cand["nll"] - cur["nll"])
             ratio = cand["seconds"] / ens["seconds"] if ens else float("nan")
             print(
                 f"{name:9s} split {s}: NLL current {cur['nll']:.4f} candidate {cand['nll']:.4f} "
                 f"ensemble {ens['nll'] if ens else float('nan'):.4f} | seconds {cur['seconds']:.1f} -> "
                 f"{cand['seconds']:.1f} (ensemble {ens['seconds'] if ens else float('nan'):.1f}, {ratio:.2f}x)"
             )
-        diffs += per
     for (name, s, variant), r in cells.items():
         if variant in PARTS and (name, s, "current") in cells:
             cur = cells[(name, s, "current")]
@@ -181,10 +181,17 @@ def table(files: list[str]) -> None:
     current = [r for (_, _, v), r in cells.items() if v == "current"]
     fired = sum(capped_map_advice(DEFAULT_RECIPE, {"map_steps": r["map_steps"]}) is not None for r in current)
     print(f"fit.summary()'s MAP-budget advice fires on {fired} of {len(current)} current cells")
-    if len(diffs) > 1:
-        mean, se = _mean_se(diffs)
-        verdict = "passes" if mean <= se else "fails"
-        print(f"paired NLL change over {len(diffs)} pairs: {mean:+.5f} +- {se:.5f} ({verdict})")
+    for rnd, sets in ROUND_SETS.items():  # each round's gate over its own confirmation sets
+        d = [
+            cells[(n, s, "candidate")]["nll"] - cells[(n, s, "current")]["nll"]
+            for n in sets
+            for s in range(SPLITS)
+            if (n, s, "candidate") in cells and (n, s, "current") in cells
+        ]
+        if len(d) > 1:
+            mean, se = _mean_se(d)
+            verdict = "passes" if mean <= se else "fails"
+            print(f"round {rnd}: paired NLL change over {len(d)} pairs: {mean:+.5f} +- {se:.5f} ({verdict})")
 
 
 def _mean_se(values: list[float]) -> tuple[float, float]:
