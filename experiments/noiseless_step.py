@@ -65,77 +65,13 @@ and the six noisy never-seen sets were not run once it had failed
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import json
-from collections import defaultdict
 
 CANDIDATE = {"noiseless_step_size": 3e-4}
 LABEL = "noiseless3e-4"
 
 
-def gap_tail_cells(datasets: str, kinds: str, methods: str, root: str, out: str, both: bool) -> None:
-    """Every gap / tail split of ``datasets``: the bench's cell of each method with the candidate
-    recipe (and, with ``both``, the current one first), one JSON line each."""
-    from bnnkit.bench.uci.cell import run_cell
-    from bnnkit.bench.uci.protocol import FULL
-    from experiments.functional_kernel import emit, groups
-
-    labels = {"current": {}, LABEL: CANDIDATE} if both else {LABEL: CANDIDATE}
-    for data, kind in groups(datasets, kinds, root):
-        for split in range(data.num_splits):
-            d = data.split(split)
-            for method in methods.split(","):
-                for label, changes in labels.items():
-                    cfg = dataclasses.replace(FULL, recipe=dataclasses.replace(FULL.recipe, **changes))
-                    cell = run_cell(method, d, cfg, None, seed=split, progress=False)
-                    emit({"dataset": data.name, "split_kind": kind, "split": split, "method": method,
-                          "step": label, **cell}, out)  # fmt: skip
-
-
-def table(paths: list[str]) -> None:
-    """Per (set, kind, method): the paired NLL change (candidate minus current) +- s.e., the RMSE
-    ratio, the coverage, on how many splits the rule applied, and whether the cells where it did
-    not apply equal the current ones.  The current cell is the same process's where the file has
-    one, else the stored protocol-14 cell."""
-    from experiments.recipe_cells import SCORES, STORED_CELLS, paired, stored_default_cells
-
-    stored = stored_default_cells(STORED_CELLS)
-    rows = [json.loads(line) for p in paths for line in open(p)]
-    current = {
-        (r["dataset"], r.get("split_kind", "random"), r.get("method", "default"), r["split"]): r
-        for r in rows
-        if r.get("step") == "current"
-    }
-    per = defaultdict(list)
-    for r in rows:
-        if r.get("step") != LABEL:
-            continue
-        key = (r["dataset"], r.get("split_kind", "random"), r.get("method", "default"))
-        cur = current.get((*key, r["split"]))
-        if cur is None and key[1] == "random":
-            cur = stored.get((r["dataset"], r["split"]))
-        if cur is not None:
-            per[key].append((r, cur))
-    pooled = []
-    for (name, kind, method), pairs in sorted(per.items()):
-        applied = [r.get("step_size") is not None for r, _ in pairs]
-        d = [r["nll"] - c["nll"] for r, c in pairs]
-        pooled += [x for x, a in zip(d, applied) if a]
-        m, se, verdict = paired(d)
-        equal = all(all(r[k] == c[k] for k in SCORES) for (r, c), a in zip(pairs, applied) if not a)
-        ratio = sum(r["rmse"] for r, _ in pairs) / sum(c["rmse"] for _, c in pairs)
-        cov = sum(r["coverage_95"] for r, _ in pairs) / len(pairs)
-        cov0 = sum(c["coverage_95"] for _, c in pairs) / len(pairs)
-        print(f"{name:26s} {kind:6s} {method:7s} n={len(d):2d} applied on {sum(applied):2d}  "
-              f"paired NLL {m:+.4f} +- {se:.4f} ({verdict})  RMSE x{ratio:.3f}  coverage {cov0:.3f} -> {cov:.3f}  "
-              f"unapplied cells equal: {equal}")  # fmt: skip
-    if len(pooled) > 1:
-        m, se, verdict = paired(pooled)
-        print(f"pooled over the {len(pooled)} cells where it applied: {m:+.4f} +- {se:.4f} ({verdict})")
-
-
 def main() -> None:
-    from experiments.recipe_cells import add_cell_arguments
+    from experiments.recipe_cells import add_cell_arguments, gap_tail_cells, round_table
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_cell_arguments(ap)
@@ -145,13 +81,14 @@ def main() -> None:
     ap.add_argument("--methods", default="default", help="with --kinds: default,fsgld")
     a = ap.parse_args()
     if a.table:
-        table(a.table)
+        round_table(a.table, "step", LABEL, applied="step_size")
         return
     import torch
 
     torch.set_num_threads(1)
     if a.kinds:
-        gap_tail_cells(a.datasets, a.kinds, a.methods, a.data, a.out, a.both)
+        recipes = {"current": {}, LABEL: CANDIDATE} if a.both else {LABEL: CANDIDATE}
+        gap_tail_cells(a.datasets, a.kinds, a.methods, a.data, a.out, recipes, "step")
         return
     from experiments.recipe_cells import uci_cells
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -49,6 +50,71 @@ def uci_cells(
                     f.write(json.dumps(row, default=str) + "\n")
                 print(name, split, label, round(cell["nll"], 3), round(cell["rmse"], 3),
                       round(cell["seconds"], 1), flush=True)  # fmt: skip
+
+
+def gap_tail_cells(
+    datasets: str,
+    kinds: str,
+    methods: str,
+    root: str,
+    out: str,
+    recipes: Mapping[str, Mapping[str, Any]],
+    key: str,
+) -> None:
+    """Every gap / tail split of ``datasets``: the bench's cell of each method under each of
+    ``recipes`` (label -> SamplerRecipe fields, in order), one JSON line each with ``key: label``."""
+    from experiments.functional_kernel import emit, groups
+
+    for data, kind in groups(datasets, kinds, root):
+        for split in range(data.num_splits):
+            d = data.split(split)
+            for method in methods.split(","):
+                for label, changes in recipes.items():
+                    cfg = dataclasses.replace(FULL, recipe=dataclasses.replace(FULL.recipe, **changes))
+                    cell = run_cell(method, d, cfg, None, seed=split, progress=False)
+                    emit({"dataset": data.name, "split_kind": kind, "split": split, "method": method,
+                          key: label, **cell}, out)  # fmt: skip
+
+
+def round_table(paths: list[str], key: str, label: str, applied: str) -> None:
+    """Per (set, kind, method) of a recipe round's cells (``key: label`` against ``key:
+    "current"``): the paired NLL change (candidate minus current) +- s.e., the RMSE ratio, the
+    coverage, on how many splits the rule applied (the cell's field ``applied`` not None), and
+    whether the cells where it did not apply equal the current ones.  The current cell is the same
+    process's where the files have one, else the stored protocol-14 cell."""
+    rows = [json.loads(line) for p in paths for line in open(p)]
+    stored = stored_default_cells(STORED_CELLS)
+    current = {
+        (r["dataset"], r.get("split_kind", "random"), r.get("method", "default"), r["split"]): r
+        for r in rows
+        if r.get(key) == "current"
+    }
+    per = defaultdict(list)
+    for r in rows:
+        if r.get(key) != label:
+            continue
+        group = (r["dataset"], r.get("split_kind", "random"), r.get("method", "default"))
+        cur = current.get((*group, r["split"]))
+        if cur is None and group[1] == "random":
+            cur = stored.get((r["dataset"], r["split"]))
+        if cur is not None:
+            per[group].append((r, cur))
+    pooled = []
+    for (name, kind, method), pairs in sorted(per.items()):
+        used = [r.get(applied) is not None for r, _ in pairs]
+        d = [r["nll"] - c["nll"] for r, c in pairs]
+        pooled += [x for x, a in zip(d, used) if a]
+        m, se, verdict = paired(d)
+        equal = all(all(r[k] == c[k] for k in SCORES) for (r, c), a in zip(pairs, used) if not a)
+        ratio = sum(r["rmse"] for r, _ in pairs) / sum(c["rmse"] for _, c in pairs)
+        cov = sum(r["coverage_95"] for r, _ in pairs) / len(pairs)
+        cov0 = sum(c["coverage_95"] for _, c in pairs) / len(pairs)
+        print(f"{name:26s} {kind:6s} {method:7s} n={len(d):2d} applied on {sum(used):2d}  "
+              f"paired NLL {m:+.4f} +- {se:.4f} ({verdict})  RMSE x{ratio:.3f}  coverage {cov0:.3f} -> {cov:.3f}  "
+              f"unapplied cells equal: {equal}")  # fmt: skip
+    if len(pooled) > 1:
+        m, se, verdict = paired(pooled)
+        print(f"pooled over the {len(pooled)} cells where it applied: {m:+.4f} +- {se:.4f} ({verdict})")
 
 
 def add_cell_arguments(ap: Any) -> None:

@@ -97,8 +97,15 @@ class SamplerRecipe:
     # "sampled": the noise precision is sampled with the weights; "heldout": the noise sd is held
     # at the root mean squared error of the MAP phase on its held-out rows (pooled over chains);
     # "auto": held so only where that error is below noiseless_below times the sd of the fitted
-    # targets (a nearly noiseless target), sampled elsewhere
+    # targets (a nearly noiseless target), sampled elsewhere; "gp": held, only on such a target,
+    # at the noise of an RBF GP fitted by marginal likelihood to the training rows (the fitted
+    # baselines' noise, bnnkit.api.methods.fixed_noise), sampled elsewhere and in fsgld / fsghmc.
+    # Why a GP's: a smooth interpolator's residual estimates the noise of a nearly noiseless
+    # target far below one network's held-out error, which is what a sampled noise settles at
     noise: str = "sampled"
+    # noise="gp": the GP is fitted to at most this many training rows (the fitted baselines' 1,000
+    # cost 14-26 s on 700-1,000 rows of a slow machine; 300 cost 2-4 s)
+    noise_gp_points: int = 300
     noise_init: float = 0.5
     # rate 1e-3, not 0.1: the prior's -rate * tau term pulled a nearly noiseless target's sampled
     # noise sd up to ~0.05 (yacht, energy); on noisy sets the residuals swamp either rate
@@ -118,7 +125,7 @@ class SamplerRecipe:
 
     def __post_init__(self) -> None:
         for name, allowed in (
-            ("noise", ("sampled", "heldout", "auto")),
+            ("noise", ("sampled", "heldout", "auto", "gp")),
             ("weight_prior", ("isotropic", "fan_in")),
             ("chain_weights", ("equal", "stacked", "auto")),
         ):
@@ -135,12 +142,15 @@ class SamplerRecipe:
                 f"got {self.noiseless_step_size!r}."
             )
 
-        for name in ("map_patience_steps_classifier", "thin_classifier"):
+        for name in ("map_patience_steps_classifier", "thin_classifier", "noise_gp_points"):
             v = getattr(self, name)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            if (v is not None or name == "noise_gp_points") and (
+                isinstance(v, bool) or not isinstance(v, int) or v < 1
+            ):
                 from ..core.errors import BnnkitError
 
-                raise BnnkitError(f"SamplerRecipe.{name} must be a whole number >= 1 or None, got {v!r}.")
+                or_none = "" if name == "noise_gp_points" else " or None"
+                raise BnnkitError(f"SamplerRecipe.{name} must be a whole number >= 1{or_none}, got {v!r}.")
 
     def config(self) -> dict[str, Any]:
         return asdict(self)
@@ -165,8 +175,8 @@ def run_recipe(
     whose ``config["convergence"]`` holds the last R-hat / ESS, what stopped the run, each
     chain's MAP phase and the seconds of the two phases; with ``vectorized_map=False`` the MAP
     phases run inside the sampling call and count there).  The posterior is ``posterior`` itself, or
-    where :func:`held_noise` says so a copy whose Gaussian noise is held at the MAP phase's
-    held-out error (``config["convergence"]["noise_held"]``: that sd, or None).
+    where :func:`held_noise` says so a copy whose Gaussian noise is held (at the MAP phase's
+    held-out error or a GP's noise; ``config["convergence"]["noise_held"]``: that sd, or None).
     ``sampler="sghmc"`` runs scale-adapted SGHMC at step 3e-3 in place of pSGLD (the bench's
     protocol-4 sghmc, offered by :func:`bnnkit.fit` as ``method="sghmc"``)."""
     from ..core.driver import sample
@@ -178,9 +188,10 @@ def run_recipe(
     m = min(batch_size or recipe.batch_size, n)
     t_map = time.perf_counter()
     init, map_steps, held_mse = _warm_starts(recipe, posterior, x, y, m, seed, progress)
-    t_sample = time.perf_counter()
+    t_noise = time.perf_counter()
     held_rmse = None if held_mse is None else float(held_mse.mean().sqrt())
-    noise_held = held_noise(recipe, posterior, held_rmse, y)
+    noise_held = held_noise(recipe, posterior, held_rmse, y, x=x, seed=seed)
+    t_sample = time.perf_counter()
     if noise_held is not None:
         posterior, init = _held_out_noise(posterior, init, noise_held)
     step = sampler_step_size(recipe, held_rmse, y)
@@ -211,7 +222,9 @@ def run_recipe(
         output=output,
     )
     # where the seconds went (on a GPU the MAP phase's held-out scores synchronise at every score)
-    seconds = {"map_phase": t_sample - t_map, "sampling": time.perf_counter() - t_sample}
+    seconds = {"map_phase": t_noise - t_map, "sampling": time.perf_counter() - t_sample}
+    if recipe.noise == "gp" and noise_held is not None:  # a GP was fitted for the noise
+        seconds["noise_fit"] = t_sample - t_noise
     s.config["convergence"] = {
         **rule.last,
         "stopped": s.config.get("stopped"),
@@ -271,13 +284,24 @@ def _stack_chains(
     return report
 
 
-def held_noise(recipe: SamplerRecipe, posterior: Any, held_rmse: float | None, y: Tensor) -> float | None:
+def held_noise(
+    recipe: SamplerRecipe,
+    posterior: Any,
+    held_rmse: float | None,
+    y: Tensor,
+    *,
+    x: Tensor | None = None,
+    seed: int = 0,
+) -> float | None:
     """The sd at which the recipe holds a learnt Gaussian noise (None: sampled with the weights):
     the MAP phase's pooled held-out RMSE ``held_rmse`` with ``noise="heldout"``, and with
     ``noise="auto"`` only where ``held_rmse < noiseless_below * sd(y)`` (a nearly noiseless
-    target).  Neither is the default: measured, the held-out error is about what the sampled noise
+    target); with ``noise="gp"``, only on such a target of a weight-space posterior, the noise of
+    a GP fitted to at most ``noise_gp_points`` of the rows ``(x, y)``
+    (:func:`~bnnkit.api.methods.fitted_gp`, seeded by ``seed``; floored at
+    ``NOISE_FLOOR`` in the targets' units).  The held-out error is about what the sampled noise
     settles at (docs/results/default_recipe.md, "The noise held at the MAP phase's held-out
-    error")."""
+    error"); a GP's noise is below it on a nearly noiseless target."""
     lik = posterior.likelihood
     if (
         held_rmse is None
@@ -289,6 +313,14 @@ def held_noise(recipe: SamplerRecipe, posterior: Any, held_rmse: float | None, y
         return held_rmse
     if recipe.noise == "auto" and _nearly_noiseless(recipe, held_rmse, y):
         return held_rmse
+    if recipe.noise == "gp" and _nearly_noiseless(recipe, held_rmse, y) and not _is_functional(posterior):
+        if x is None:
+            from ..core.errors import BnnkitError
+
+            raise BnnkitError("held_noise with noise='gp' needs the training inputs x.")
+        from .methods import fitted_gp, gp_noise
+
+        return gp_noise(fitted_gp(x, y, seed, max_points=recipe.noise_gp_points)[1])
     return None
 
 
