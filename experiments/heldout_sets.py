@@ -114,6 +114,17 @@ def sets() -> dict[str, tuple[np.ndarray, np.ndarray]]:
         np.column_stack([_yyyymmdd(po["date"]), po[["f", "s30"]].to_numpy(float)]),
         po["s"].to_numpy(float),
     )
+    # two more, added (2026-11-29) for the GP-noise rule's second round (the same scan)
+    ye = data("Yen")
+    out["Yen"] = (
+        np.column_stack([_yyyymmdd(ye["date"]), ye[["f", "s30"]].to_numpy(float)]),
+        ye["s"].to_numpy(float),
+    )
+    fb = data("Forbes2000").dropna(subset=["sales", "profits", "assets", "marketvalue"])
+    out["Forbes2000"] = (
+        fb[["sales", "profits", "assets", "marketvalue"]].to_numpy(float),
+        fb["rank"].to_numpy(float),
+    )
     return out
 
 

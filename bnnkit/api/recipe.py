@@ -106,6 +106,12 @@ class SamplerRecipe:
     # noise="gp": the GP is fitted to at most this many training rows (the fitted baselines' 1,000
     # cost 14-26 s on 700-1,000 rows of a slow machine; 300 cost 2-4 s)
     noise_gp_points: int = 300
+    # noise="gp" holds the GP's noise only where it is below this fraction of the MAP phase's
+    # held-out RMSE (None: wherever the target is nearly noiseless).  Why: where a smooth
+    # interpolator's residual is about one network's held-out error (energy: 0.78-1.17 of it),
+    # holding it gained nothing (+0.023 +- 0.013 nats); where it is far below (yacht: 0.25-0.42)
+    # the sampled noise was inflated by the draws' own roughness (-0.66 nats)
+    noise_gp_below: float | None = None
     noise_init: float = 0.5
     # rate 1e-3, not 0.1: the prior's -rate * tau term pulled a nearly noiseless target's sampled
     # noise sd up to ~0.05 (yacht, energy); on noisy sets the residuals swamp either rate
@@ -134,6 +140,12 @@ class SamplerRecipe:
 
                 choices = ", ".join(repr(a) for a in allowed[:-1]) + f" or {allowed[-1]!r}"
                 raise BnnkitError(f"SamplerRecipe.{name} must be {choices}, got {getattr(self, name)!r}.")
+        if self.noise_gp_below is not None and not self.noise_gp_below > 0:
+            from ..core.errors import BnnkitError
+
+            raise BnnkitError(
+                f"SamplerRecipe.noise_gp_below must be a positive fraction or None, got {self.noise_gp_below!r}."
+            )
         if self.noiseless_step_size is not None and not self.noiseless_step_size > 0:
             from ..core.errors import BnnkitError
 
@@ -190,7 +202,8 @@ def run_recipe(
     init, map_steps, held_mse = _warm_starts(recipe, posterior, x, y, m, seed, progress)
     t_noise = time.perf_counter()
     held_rmse = None if held_mse is None else float(held_mse.mean().sqrt())
-    noise_held = held_noise(recipe, posterior, held_rmse, y, x=x, seed=seed)
+    noise_report: dict = {}
+    noise_held = held_noise(recipe, posterior, held_rmse, y, x=x, seed=seed, report=noise_report)
     t_sample = time.perf_counter()
     if noise_held is not None:
         posterior, init = _held_out_noise(posterior, init, noise_held)
@@ -223,7 +236,7 @@ def run_recipe(
     )
     # where the seconds went (on a GPU the MAP phase's held-out scores synchronise at every score)
     seconds = {"map_phase": t_noise - t_map, "sampling": time.perf_counter() - t_sample}
-    if recipe.noise == "gp" and noise_held is not None:  # a GP was fitted for the noise
+    if noise_report:  # a GP was fitted for the noise (noise="gp")
         seconds["noise_fit"] = t_sample - t_noise
     s.config["convergence"] = {
         **rule.last,
@@ -236,6 +249,7 @@ def run_recipe(
     if held_rmse is not None:
         s.config["convergence"]["map_heldout_rmse"] = held_rmse
         s.config["convergence"]["noise_held"] = noise_held
+        s.config["convergence"].update(noise_report)
     stacked = _stack_chains(recipe, posterior, s, x, y, held_rmse, seed)
     if stacked is not None:
         s.config["convergence"]["stacking"] = stacked
@@ -292,6 +306,7 @@ def held_noise(
     *,
     x: Tensor | None = None,
     seed: int = 0,
+    report: dict | None = None,
 ) -> float | None:
     """The sd at which the recipe holds a learnt Gaussian noise (None: sampled with the weights):
     the MAP phase's pooled held-out RMSE ``held_rmse`` with ``noise="heldout"``, and with
@@ -299,7 +314,8 @@ def held_noise(
     target); with ``noise="gp"``, only on such a target of a weight-space posterior, the noise of
     a GP fitted to at most ``noise_gp_points`` of the rows ``(x, y)``
     (:func:`~bnnkit.api.methods.fitted_gp`, seeded by ``seed``; floored at
-    ``NOISE_FLOOR`` in the targets' units).  The held-out error is about what the sampled noise
+    ``NOISE_FLOOR`` in the targets' units), and with ``noise_gp_below`` only where that noise is
+    below ``noise_gp_below * held_rmse`` (the GP's noise goes into ``report["noise_gp"]``).  The held-out error is about what the sampled noise
     settles at (docs/results/default_recipe.md, "The noise held at the MAP phase's held-out
     error"); a GP's noise is below it on a nearly noiseless target."""
     lik = posterior.likelihood
@@ -320,7 +336,11 @@ def held_noise(
             raise BnnkitError("held_noise with noise='gp' needs the training inputs x.")
         from .methods import fitted_gp, gp_noise
 
-        return gp_noise(fitted_gp(x, y, seed, max_points=recipe.noise_gp_points)[1])
+        sd = gp_noise(fitted_gp(x, y, seed, max_points=recipe.noise_gp_points)[1])
+        if report is not None:
+            report["noise_gp"] = sd
+        below = recipe.noise_gp_below
+        return sd if below is None or sd < below * held_rmse else None
     return None
 
 

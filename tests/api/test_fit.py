@@ -329,7 +329,7 @@ def test_a_run_streamed_to_a_folder_comes_back_the_same_when_called_again(tmp_pa
 
 
 def test_a_recipe_with_an_unknown_noise_rule_is_refused_before_any_work():
-    with pytest.raises(BnnkitError, match="noise must be 'sampled', 'heldout' or 'auto'"):
+    with pytest.raises(BnnkitError, match="noise must be 'sampled', 'heldout', 'auto' or 'gp'"):
         SamplerRecipe(noise="fixed")
 
 
@@ -354,6 +354,43 @@ def test_the_auto_noise_rule_holds_a_nearly_noiseless_targets_noise_and_samples_
         if held:
             assert conv["noise_held"] == pytest.approx(ratio)
             assert f.posterior.likelihood.noise == pytest.approx(ratio)
+
+
+def test_the_gp_noise_rule_holds_a_nearly_noiseless_targets_noise_at_the_gps_estimate():
+    """noise="gp": held where the MAP phase says nearly noiseless, at a GP's noise, which recovers
+    a known noise sd (0.02 on targets of sd ~0.8, in standardised units); a noisy target's noise
+    stays sampled."""
+    import dataclasses
+
+    gp = dataclasses.replace(SHORT, noise="gp", map_max_steps=2000, map_patience=10)
+    g = torch.Generator().manual_seed(1)
+    x = torch.rand(200, 2, generator=g) * 4 - 2
+    smooth = torch.sin(x[:, 0]) + 0.5 * x[:, 1]
+    for noise_sd, held in ((0.02, True), (0.5, False)):
+        y = smooth + noise_sd * torch.randn(200, generator=g)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            f = bnnkit.fit(_net(), (x, y), progress=False, recipe=gp, seed=0)
+        conv = f.draws.config["convergence"]
+        assert (conv["noise_held"] is not None) == held, (noise_sd, conv["map_heldout_rmse"])
+        assert ("likelihood.log_precision" in f.posterior.view.names) != held
+        assert ("noise_fit" in conv["seconds"]) == held
+        if held:
+            truth = noise_sd / float(y.std())  # the fit standardises the targets
+            assert conv["noise_held"] == pytest.approx(truth, rel=0.3)
+            assert conv["noise_held"] < conv["map_heldout_rmse"]  # below one network's error
+            assert f.posterior.likelihood.noise == pytest.approx(conv["noise_held"])
+            assert conv["noise_gp"] == conv["noise_held"]
+            # noise_gp_below: held only where the GP's noise is below that share of the MAP's error
+            ratio = conv["noise_gp"] / conv["map_heldout_rmse"]
+            for below in (0.5 * ratio, 2 * ratio):
+                recipe = dataclasses.replace(gp, noise_gp_below=below)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", ConvergenceWarning)
+                    f2 = bnnkit.fit(_net(), (x, y), progress=False, recipe=recipe, seed=0)
+                c2 = f2.draws.config["convergence"]
+                assert c2["noise_gp"] == conv["noise_gp"]  # fitted either way, recorded
+                assert (c2["noise_held"] is not None) == (below > ratio), below
 
 
 def test_stacked_chains_weight_the_predictive_and_survive_save_and_load(tmp_path):
@@ -489,6 +526,10 @@ def test_a_classifier_or_a_fixed_noise_is_never_held():
         for rule in ("heldout", "auto"):
             got = held_noise(SamplerRecipe(noise=rule), post, 0.01, y + torch.arange(10.0))
             assert got == expect, (lik, rule)
+        x = torch.linspace(-1, 1, 10).unsqueeze(1)
+        got = held_noise(SamplerRecipe(noise="gp"), post, 0.01, y + torch.arange(10.0), x=x)
+        assert (got is None) == (expect is None), lik  # a GP's noise, floored at 0.01
+        assert got is None or got >= 0.01
         assert held_noise(SamplerRecipe(), post, 0.01, y) is None  # "sampled"
 
 

@@ -29,6 +29,7 @@ CONVERGENCE = (
     "map_steps",
     "map_heldout_rmse",
     "noise_held",
+    "noise_gp",
     "stacking",
     "step_size",
 )
