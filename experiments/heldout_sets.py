@@ -125,6 +125,9 @@ def sets() -> dict[str, tuple[np.ndarray, np.ndarray]]:
         fb[["sales", "profits", "assets", "marketvalue"]].to_numpy(float),
         fb["rank"].to_numpy(float),
     )
+    # and one for the third round (the same scan)
+    cg = data("Cigar")
+    out["Cigar"] = (cg.drop(columns="pop").to_numpy(float), cg["pop"].to_numpy(float))
     return out
 
 

@@ -112,6 +112,11 @@ class SamplerRecipe:
     # holding it gained nothing (+0.023 +- 0.013 nats); where it is far below (yacht: 0.25-0.42)
     # the sampled noise was inflated by the draws' own roughness (-0.66 nats)
     noise_gp_below: float | None = None
+    # noise="gp": where the noise is held, the predictive also adds that GP's latent posterior
+    # variance given the training inputs (bnnkit.functional.widening.PriorWidening, as fsgld's):
+    # small at the data, the GP's prior variance far from it.  Why: a held noise far below the
+    # sampled one made yacht's tail splits over-confident (NLL 108 -> 11,289 on one)
+    noise_widen: bool = False
     noise_init: float = 0.5
     # rate 1e-3, not 0.1: the prior's -rate * tau term pulled a nearly noiseless target's sampled
     # noise sd up to ~0.05 (yacht, energy); on noisy sets the residuals swamp either rate
@@ -163,6 +168,10 @@ class SamplerRecipe:
 
                 or_none = "" if name == "noise_gp_points" else " or None"
                 raise BnnkitError(f"SamplerRecipe.{name} must be a whole number >= 1{or_none}, got {v!r}.")
+        if not isinstance(self.noise_widen, bool):
+            from ..core.errors import BnnkitError
+
+            raise BnnkitError(f"SamplerRecipe.noise_widen must be True or False, got {self.noise_widen!r}.")
 
     def config(self) -> dict[str, Any]:
         return asdict(self)
@@ -205,8 +214,13 @@ def run_recipe(
     noise_report: dict = {}
     noise_held = held_noise(recipe, posterior, held_rmse, y, x=x, seed=seed, report=noise_report)
     t_sample = time.perf_counter()
+    gp = noise_report.pop("gp", None)
     if noise_held is not None:
         posterior, init = _held_out_noise(posterior, init, noise_held)
+        if recipe.noise_widen and gp is not None:
+            from ..functional.widening import PriorWidening
+
+            posterior.predictive_widening = PriorWidening(gp, x, seed=seed)
     step = sampler_step_size(recipe, held_rmse, y)
     if sampler == "psgld":
         algorithm: Any = PreconditionedSGLD(step / n, alpha=recipe.alpha)
@@ -315,7 +329,8 @@ def held_noise(
     a GP fitted to at most ``noise_gp_points`` of the rows ``(x, y)``
     (:func:`~bnnkit.api.methods.fitted_gp`, seeded by ``seed``; floored at
     ``NOISE_FLOOR`` in the targets' units), and with ``noise_gp_below`` only where that noise is
-    below ``noise_gp_below * held_rmse`` (the GP's noise goes into ``report["noise_gp"]``).  The held-out error is about what the sampled noise
+    below ``noise_gp_below * held_rmse`` (the GP's noise goes into ``report["noise_gp"]``, the
+    fitted GP into ``report["gp"]``).  The held-out error is about what the sampled noise
     settles at (docs/results/default_recipe.md, "The noise held at the MAP phase's held-out
     error"); a GP's noise is below it on a nearly noiseless target."""
     lik = posterior.likelihood
@@ -336,9 +351,10 @@ def held_noise(
             raise BnnkitError("held_noise with noise='gp' needs the training inputs x.")
         from .methods import fitted_gp, gp_noise
 
-        sd = gp_noise(fitted_gp(x, y, seed, max_points=recipe.noise_gp_points)[1])
+        gp, fitted = fitted_gp(x, y, seed, max_points=recipe.noise_gp_points)
+        sd = gp_noise(fitted)
         if report is not None:
-            report["noise_gp"] = sd
+            report["noise_gp"], report["gp"] = sd, gp
         below = recipe.noise_gp_below
         return sd if below is None or sd < below * held_rmse else None
     return None

@@ -356,10 +356,10 @@ def test_the_auto_noise_rule_holds_a_nearly_noiseless_targets_noise_and_samples_
             assert f.posterior.likelihood.noise == pytest.approx(ratio)
 
 
-def test_the_gp_noise_rule_holds_a_nearly_noiseless_targets_noise_at_the_gps_estimate():
+def test_the_gp_noise_rule_holds_a_nearly_noiseless_targets_noise_at_the_gps_estimate(tmp_path):
     """noise="gp": held where the MAP phase says nearly noiseless, at a GP's noise, which recovers
     a known noise sd (0.02 on targets of sd ~0.8, in standardised units); a noisy target's noise
-    stays sampled."""
+    stays sampled; noise_gp_below and noise_widen as documented."""
     import dataclasses
 
     gp = dataclasses.replace(SHORT, noise="gp", map_max_steps=2000, map_patience=10)
@@ -391,6 +391,20 @@ def test_the_gp_noise_rule_holds_a_nearly_noiseless_targets_noise_at_the_gps_est
                 c2 = f2.draws.config["convergence"]
                 assert c2["noise_gp"] == conv["noise_gp"]  # fitted either way, recorded
                 assert (c2["noise_held"] is not None) == (below > ratio), below
+            # noise_widen: the same draws, every predictive variance larger by the GP's latent
+            # variance, small at the data and large far from it; saved and loaded with the fit
+            widened = dataclasses.replace(gp, noise_widen=True)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                f3 = bnnkit.fit(_net(), (x, y), progress=False, recipe=widened, seed=0)
+            assert torch.equal(f3.draws.positions, f.draws.positions)
+            near, far = x[:5], torch.tensor([[30.0, 30.0]])
+            v_near, v_far = (f3.predict(z).variance - f.predict(z).variance for z in (near, far))
+            assert (v_near > 0).all() and float(v_far.min()) > 50 * float(v_near.max())
+            f3.save(tmp_path / "w.pt")
+            assert torch.allclose(
+                bnnkit.load(tmp_path / "w.pt", _net()).predict(far).variance, f3.predict(far).variance
+            )
 
 
 def test_stacked_chains_weight_the_predictive_and_survive_save_and_load(tmp_path):
