@@ -33,6 +33,11 @@ budget is spent:
    (:mod:`bnnkit.diagnostics.stacking`): each chain's PSIS-LOO fit to (at most 2,000 of) the
    training rows, ``w = argmax_simplex sum_n log sum_k w_k exp(elpd_loo_kn)``, stored as the
    draws' ``log_weight``; elsewhere the chains keep equal weights (``chain_weights``).
+5. With ``noise="gp"`` (not the default), on such a target the noise sd is held at an RBF GP's
+   marginal-likelihood noise ``s`` (fitted to at most ``noise_gp_points`` rows; with
+   ``noise_gp_below``, only where ``s`` is below that share of the MAP phase's held-out RMSE),
+   and with ``noise_widen`` every draw's predictive variance gets that GP's latent posterior
+   variance ``k(x,x) - K_xX (K_XX + s^2 I)^-1 K_Xx`` added (:func:`held_noise`).
 
 The recipe is one frozen config with no per-data-set field: it may depend on the training rows
 (their number N), never on which data set they are.
@@ -211,16 +216,8 @@ def run_recipe(
     init, map_steps, held_mse = _warm_starts(recipe, posterior, x, y, m, seed, progress)
     t_noise = time.perf_counter()
     held_rmse = None if held_mse is None else float(held_mse.mean().sqrt())
-    noise_report: dict = {}
-    noise_held = held_noise(recipe, posterior, held_rmse, y, x=x, seed=seed, report=noise_report)
+    posterior, init, noise_held, noise_report = _noise(recipe, posterior, init, held_rmse, x, y, seed)
     t_sample = time.perf_counter()
-    gp = noise_report.pop("gp", None)
-    if noise_held is not None:
-        posterior, init = _held_out_noise(posterior, init, noise_held)
-        if recipe.noise_widen and gp is not None:
-            from ..functional.widening import PriorWidening
-
-            posterior.predictive_widening = PriorWidening(gp, x, seed=seed)
     step = sampler_step_size(recipe, held_rmse, y)
     if sampler == "psgld":
         algorithm: Any = PreconditionedSGLD(step / n, alpha=recipe.alpha)
@@ -522,6 +519,24 @@ def sampler_schedule(
     cap = recipe.sampler_max_epochs * -(-n // min(batch_size, n))
     f = min(1.0, cap / (recipe.burn_in + recipe.draws * thin))
     return max(1, round(recipe.burn_in * f)), max(1, round(thin * f))
+
+
+def _noise(
+    recipe: SamplerRecipe, posterior: Any, init: Any, held_rmse: float | None, x: Tensor, y: Tensor, seed: int
+) -> tuple[Any, Any, float | None, dict]:
+    """The posterior and ``init`` the chains run on (:func:`held_noise`'s copy where the noise is
+    held, with the GP's widening where ``noise_widen`` says so), the held sd (or None) and what
+    the noise rule recorded (the GP's noise, where one was fitted)."""
+    report: dict = {}
+    noise_held = held_noise(recipe, posterior, held_rmse, y, x=x, seed=seed, report=report)
+    gp = report.pop("gp", None)
+    if noise_held is not None:
+        posterior, init = _held_out_noise(posterior, init, noise_held)
+        if recipe.noise_widen and gp is not None:
+            from ..functional.widening import PriorWidening
+
+            posterior.predictive_widening = PriorWidening(gp, x, seed=seed)
+    return posterior, init, noise_held, report
 
 
 def _held_out_noise(posterior: Any, init: Any, sd: float) -> tuple[Any, Any]:
