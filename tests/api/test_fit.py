@@ -333,18 +333,25 @@ def test_a_recipe_with_an_unknown_noise_rule_is_refused_before_any_work():
         SamplerRecipe(noise="fixed")
 
 
+def _smooth_target_fits(recipe, noise_sds):
+    """For each noise sd (the first nearly noiseless, the last noisy): whether a noise rule should
+    hold it, the rows and the default's fit with ``recipe`` on 200 rows of a smooth target."""
+    g = torch.Generator().manual_seed(1)
+    x = torch.rand(200, 2, generator=g) * 4 - 2
+    smooth = torch.sin(x[:, 0]) + 0.5 * x[:, 1]
+    for i, noise_sd in enumerate(noise_sds):
+        y = smooth + noise_sd * torch.randn(200, generator=g)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            f = bnnkit.fit(_net(), (x, y), progress=False, recipe=recipe, seed=0)
+        yield noise_sd, i == 0, x, y, f
+
+
 def test_the_auto_noise_rule_holds_a_nearly_noiseless_targets_noise_and_samples_a_noisy_ones():
     import dataclasses
 
     auto = dataclasses.replace(SHORT, noise="auto", map_max_steps=2000, map_patience=10)
-    g = torch.Generator().manual_seed(1)
-    x = torch.rand(200, 2, generator=g) * 4 - 2
-    smooth = torch.sin(x[:, 0]) + 0.5 * x[:, 1]
-    for noise_sd, held in ((0.0, True), (0.5, False)):
-        y = smooth + noise_sd * torch.randn(200, generator=g)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            f = bnnkit.fit(_net(), (x, y), progress=False, recipe=auto, seed=0)
+    for noise_sd, held, _x, _y, f in _smooth_target_fits(auto, (0.0, 0.5)):
         conv = f.draws.config["convergence"]
         ratio = conv["map_heldout_rmse"]  # standardised targets: the ratio to their sd
         assert (ratio < auto.noiseless_below) == held, (noise_sd, ratio)
@@ -363,14 +370,7 @@ def test_the_gp_noise_rule_holds_a_nearly_noiseless_targets_noise_at_the_gps_est
     import dataclasses
 
     gp = dataclasses.replace(SHORT, noise="gp", map_max_steps=2000, map_patience=10)
-    g = torch.Generator().manual_seed(1)
-    x = torch.rand(200, 2, generator=g) * 4 - 2
-    smooth = torch.sin(x[:, 0]) + 0.5 * x[:, 1]
-    for noise_sd, held in ((0.02, True), (0.5, False)):
-        y = smooth + noise_sd * torch.randn(200, generator=g)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            f = bnnkit.fit(_net(), (x, y), progress=False, recipe=gp, seed=0)
+    for noise_sd, held, x, y, f in _smooth_target_fits(gp, (0.02, 0.5)):
         conv = f.draws.config["convergence"]
         assert (conv["noise_held"] is not None) == held, (noise_sd, conv["map_heldout_rmse"])
         assert ("likelihood.log_precision" in f.posterior.view.names) != held
