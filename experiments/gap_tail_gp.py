@@ -2,7 +2,7 @@
 training rows, on the held-out region of gap and tail splits.
 
 fsgld / fsghmc put an RBF GP, fitted by marginal likelihood to at most 500 training rows
-(``bnnkit.api.methods.fitted_gp``, the same seed as the bench's cell), on the network's outputs.
+(``bnnkit.api.gp_fit.fitted_gp``, the same seed as the bench's cell), on the network's outputs.
 Their intervals beyond the data are too narrow (docs/results/gap_tail.md, "Why the tails'
 intervals are too narrow").  This script predicts each split's held-out rows with that GP's exact
 posterior (all training rows, its fitted noise; ``GPPrior.predict``):

@@ -3,7 +3,7 @@
 training targets' sd (``noiseless_below``, the threshold registered on 2026-11-28 for
 ``experiments.heldout_noise`` and reused unchanged since), the Gaussian noise sd is held at the
 noise of an RBF GP fitted by marginal likelihood to at most 300 training rows (300 Adam steps,
-floored at 0.01 standardised: ``bnnkit.api.methods.fitted_gp`` / ``gp_noise``, the fitted
+floored at 0.01 standardised: ``bnnkit.api.gp_fit.fitted_gp`` / ``gp_noise``, the fitted
 baselines' procedure on fewer rows) instead of being sampled with the weights; elsewhere, and in
 fsgld / fsghmc (their own GP prior and widened predictive, issue 46), nothing changes.
 

@@ -18,11 +18,11 @@ from ..core.errors import BnnkitError, check_int_at_least
 from ..core.posterior import Posterior
 from ..likelihoods import Gaussian
 from ..priors import GaussianPrior
+from .gp_fit import fitted_gp, gp_noise
 from .recipe import DEFAULT_RECIPE, SamplerRecipe, run_recipe
 
 # optimiser budgets of the fitted baselines: epochs over the training rows, capped in steps
 EPOCHS, MAX_STEPS, LR = 300, 100_000, 1e-2
-NOISE_FLOOR = 0.01  # the fitted baselines' fixed noise sd is never below this (standardised units)
 # fit options of fsgld / fsghmc's GP prior
 GP_OPTIONS = frozenset(
     {"kernel", "box_points", "box_margin", "gp_points", "prior_factors", "measure_at", "edge_points", "widen"}
@@ -103,33 +103,6 @@ def fixed_noise(p: Problem) -> float | None:
     if p.options.get("noise") is not None:
         return float(p.options["noise"])
     return gp_noise(fitted_gp(p.x, p.y, p.seed, progress=p.progress)[1])
-
-
-def fitted_gp(
-    x: Tensor,
-    y: Tensor,
-    seed: int,
-    *,
-    kernel: str = "rbf",
-    max_points: int = 1000,
-    steps: int = 300,
-    progress: bool = False,
-) -> tuple[Any, dict]:
-    """A GP (``kernel``, default RBF) fitted by marginal likelihood (``steps`` Adam steps) to at
-    most ``max_points`` of the rows ``(x, y)`` (flattened; seeded by ``seed``); and the fit's
-    report.  The fitted baselines' noise (:func:`gp_noise`) and the functional priors come from it."""
-    from ..functional import GPPrior
-
-    n = int(x.shape[0])
-    gp = GPPrior(kernel, input_dim=int(math.prod(x.shape[1:])))
-    fitted = gp.fit(x.reshape(n, -1).cpu(), y.cpu(), num_steps=steps, max_points=max_points,
-                    generator=torch.Generator().manual_seed(seed), progress=progress)  # fmt: skip
-    return gp, fitted
-
-
-def gp_noise(fitted: dict) -> float:
-    """The fitted baselines' noise sd from a GP fit: its noise, floored at ``NOISE_FLOOR``."""
-    return max(math.sqrt(fitted["noise_variance"]), NOISE_FLOOR)
 
 
 def _weight_space(sampler: str) -> Callable[[Problem], tuple[Posterior, Any]]:

@@ -324,7 +324,7 @@ def held_noise(
     ``noise="auto"`` only where ``held_rmse < noiseless_below * sd(y)`` (a nearly noiseless
     target); with ``noise="gp"``, only on such a target of a weight-space posterior, the noise of
     a GP fitted to at most ``noise_gp_points`` of the rows ``(x, y)``
-    (:func:`~bnnkit.api.methods.fitted_gp`, seeded by ``seed``; floored at
+    (:func:`~bnnkit.api.gp_fit.fitted_gp`, seeded by ``seed``; floored at
     ``NOISE_FLOOR`` in the targets' units), and with ``noise_gp_below`` only where that noise is
     below ``noise_gp_below * held_rmse`` (the GP's noise goes into ``report["noise_gp"]``, the
     fitted GP into ``report["gp"]``).  The held-out error is about what the sampled noise
@@ -346,7 +346,7 @@ def held_noise(
             from ..core.errors import BnnkitError
 
             raise BnnkitError("held_noise with noise='gp' needs the training inputs x.")
-        from .methods import fitted_gp, gp_noise
+        from .gp_fit import fitted_gp, gp_noise
 
         gp, fitted = fitted_gp(x, y, seed, max_points=recipe.noise_gp_points)
         sd = gp_noise(fitted)

@@ -37,7 +37,7 @@ CONVERGENCE = (
 
 def split_gp(data: Any, cfg: UCIProtocol, seed: int) -> tuple[float, dict[str, Any], float]:
     """The noise sd (standardised) that the fitted baselines take, the GP fit's report and its
-    seconds: the GP :func:`bnnkit.fit` fits for a user's call (:func:`~bnnkit.api.methods.fitted_gp`)."""
+    seconds: the GP :func:`bnnkit.fit` fits for a user's call (:func:`~bnnkit.api.gp_fit.fitted_gp`)."""
     t0 = time.perf_counter()
     _, fitted = fitted_gp(
         data.x_train, data.y_train, seed, max_points=cfg.gp_fit_max_points, steps=cfg.gp_fit_steps

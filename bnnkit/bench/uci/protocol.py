@@ -41,7 +41,7 @@ class UCIProtocol:
 
     hidden: int = 100  # units in each of the two hidden layers
     batch_size: int = 32  # fit's default
-    gp_fit_steps: int = 300  # the split's GP fit, as fit's own (bnnkit.api.methods.fitted_gp)
+    gp_fit_steps: int = 300  # the split's GP fit, as fit's own (bnnkit.api.gp_fit.fitted_gp)
     gp_fit_max_points: int = 1000
     max_rows: int | None = None  # the first max_rows training rows only (quick)
     recipe: SamplerRecipe = DEFAULT_RECIPE  # default, sghmc, fsgld, fsghmc
