@@ -146,7 +146,6 @@ Round 1's commands:
 from __future__ import annotations
 
 import argparse
-import json
 
 CANDIDATE = {"noise": "gp"}
 LABEL = "noise_gp"
@@ -158,23 +157,21 @@ def below_rule(rows: list[dict], below: float, source: str = LABEL) -> list[dict
     those of the same candidate with ``noise_gp_below=below``: a cell where the GP's noise is not
     below ``below`` of the MAP held-out RMSE becomes the current cell of its split (the rule holds
     no noise there); cells run with ``noise_gp_below`` set stay."""
+    from experiments.recipe_cells import cell_key
+
     label = f"{source}_below{below}"
-    current = {_where(r): r for r in rows if r.get(KEY) == "current"}
+    current = {cell_key(r): r for r in rows if r.get(KEY) == "current"}
     out = [r for r in rows if r.get(KEY) in ("current", label)]
     for r in rows:
-        if r.get(KEY) != source or _where(r) not in current:
+        if r.get(KEY) != source or cell_key(r) not in current:
             continue
         held = r["noise_held"] is not None and r["noise_held"] < below * r["map_heldout_rmse"]
-        out.append({**(r if held else {**current[_where(r)], "noise_held": None}), KEY: label})
+        out.append({**(r if held else {**current[cell_key(r)], "noise_held": None}), KEY: label})
     return out
 
 
-def _where(r: dict) -> tuple:
-    return r["dataset"], r.get("split_kind", "random"), r.get("method", "default"), r["split"]
-
-
 def main() -> None:
-    from experiments.recipe_cells import add_cell_arguments, gap_tail_cells, round_table, uci_cells
+    from experiments.recipe_cells import add_cell_arguments, gap_tail_cells, read_rows, round_table, uci_cells
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_cell_arguments(ap)
@@ -190,16 +187,10 @@ def main() -> None:
     source = f"{LABEL}_widen" if a.widen else LABEL
     label = source if a.below is None else f"{source}_below{a.below}"
     if a.table:
-        if a.below is None:
-            round_table(a.table, KEY, source, applied="noise_held")
-            return
-        import tempfile
-
-        rows = below_rule([json.loads(line) for p in a.table for line in open(p)], a.below, source)
-        with tempfile.NamedTemporaryFile("w", suffix=".jsonl") as f:
-            f.writelines(json.dumps(r) + "\n" for r in rows)
-            f.flush()
-            round_table([f.name], KEY, label, applied="noise_held")
+        rows = read_rows(a.table)
+        round_table(
+            rows if a.below is None else below_rule(rows, a.below, source), KEY, label, applied="noise_held"
+        )
         return
     import torch
 

@@ -71,7 +71,7 @@ LABEL = "noiseless3e-4"
 
 
 def main() -> None:
-    from experiments.recipe_cells import add_cell_arguments, gap_tail_cells, round_table
+    from experiments.recipe_cells import add_cell_arguments, gap_tail_cells, read_rows, round_table
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_cell_arguments(ap)
@@ -81,7 +81,7 @@ def main() -> None:
     ap.add_argument("--methods", default="default", help="with --kinds: default,fsgld")
     a = ap.parse_args()
     if a.table:
-        round_table(a.table, "step", LABEL, applied="step_size")
+        round_table(read_rows(a.table), "step", LABEL, applied="step_size")
         return
     import torch
 

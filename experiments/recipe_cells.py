@@ -76,25 +76,30 @@ def gap_tail_cells(
                           key: label, **cell}, out)  # fmt: skip
 
 
-def round_table(paths: list[str], key: str, label: str, applied: str) -> None:
+def read_rows(paths: Iterable[str]) -> list[dict]:
+    """Every JSON line of the files ``paths``, in order."""
+    return [json.loads(line) for p in paths for line in open(p)]
+
+
+def cell_key(r: dict) -> tuple:
+    """Which cell a row is: (set, kind of split, method, split)."""
+    return r["dataset"], r.get("split_kind", "random"), r.get("method", "default"), r["split"]
+
+
+def round_table(rows: list[dict], key: str, label: str, applied: str) -> None:
     """Per (set, kind, method) of a recipe round's cells (``key: label`` against ``key:
     "current"``): the paired NLL change (candidate minus current) +- s.e., the RMSE ratio, the
     coverage, on how many splits the rule applied (the cell's field ``applied`` not None), and
     whether the cells where it did not apply equal the current ones.  The current cell is the same
-    process's where the files have one, else the stored protocol-14 cell."""
-    rows = [json.loads(line) for p in paths for line in open(p)]
+    process's where ``rows`` have one, else the stored protocol-14 cell."""
     stored = stored_default_cells(STORED_CELLS)
-    current = {
-        (r["dataset"], r.get("split_kind", "random"), r.get("method", "default"), r["split"]): r
-        for r in rows
-        if r.get(key) == "current"
-    }
+    current = {cell_key(r): r for r in rows if r.get(key) == "current"}
     per = defaultdict(list)
     for r in rows:
         if r.get(key) != label:
             continue
-        group = (r["dataset"], r.get("split_kind", "random"), r.get("method", "default"))
-        cur = current.get((*group, r["split"]))
+        group = cell_key(r)[:3]
+        cur = current.get(cell_key(r))
         if cur is None and group[1] == "random":
             cur = stored.get((r["dataset"], r["split"]))
         if cur is not None:
