@@ -164,14 +164,18 @@ class SamplerRecipe:
                 f"got {self.noiseless_step_size!r}."
             )
 
-        for name in ("map_patience_steps_classifier", "thin_classifier", "noise_gp_points"):
+        for name, may_be_none in (
+            ("map_patience_steps_classifier", True),
+            ("thin_classifier", True),
+            ("noise_gp_points", False),
+        ):
             v = getattr(self, name)
-            if (v is not None or name == "noise_gp_points") and (
+            if (v is not None or not may_be_none) and (
                 isinstance(v, bool) or not isinstance(v, int) or v < 1
             ):
                 from ..core.errors import BnnkitError
 
-                or_none = "" if name == "noise_gp_points" else " or None"
+                or_none = " or None" if may_be_none else ""
                 raise BnnkitError(f"SamplerRecipe.{name} must be a whole number >= 1{or_none}, got {v!r}.")
         if not isinstance(self.noise_widen, bool):
             from ..core.errors import BnnkitError

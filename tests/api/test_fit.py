@@ -331,6 +331,14 @@ def test_a_run_streamed_to_a_folder_comes_back_the_same_when_called_again(tmp_pa
 def test_a_recipe_with_an_unknown_noise_rule_is_refused_before_any_work():
     with pytest.raises(BnnkitError, match="noise must be 'sampled', 'heldout', 'auto' or 'gp'"):
         SamplerRecipe(noise="fixed")
+    for bad, match in (
+        (dict(noise_gp_points=0), r"noise_gp_points must be a whole number >= 1, got 0"),
+        (dict(noise_gp_points=None), r"noise_gp_points must be a whole number >= 1, got None"),
+        (dict(noise_gp_below=0.0), r"noise_gp_below must be a positive fraction or None"),
+        (dict(noise_widen="yes"), r"noise_widen must be True or False, got 'yes'"),
+    ):
+        with pytest.raises(BnnkitError, match=match):
+            SamplerRecipe(**bad)
 
 
 def _smooth_target_fits(recipe, noise_sds):
