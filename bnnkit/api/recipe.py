@@ -107,7 +107,7 @@ class SamplerRecipe:
     # baselines' noise, bnnkit.api.methods.fixed_noise), sampled elsewhere and in fsgld / fsghmc.
     # Why a GP's: a smooth interpolator's residual estimates the noise of a nearly noiseless
     # target far below one network's held-out error, which is what a sampled noise settles at
-    noise: str = "sampled"
+    noise: str = "gp"
     # noise="gp": the GP is fitted to at most this many training rows (the fitted baselines' 1,000
     # cost 14-26 s on 700-1,000 rows of a slow machine; 300 cost 2-4 s)
     noise_gp_points: int = 300
@@ -116,12 +116,12 @@ class SamplerRecipe:
     # interpolator's residual is about one network's held-out error (energy: 0.78-1.17 of it),
     # holding it gained nothing (+0.023 +- 0.013 nats); where it is far below (yacht: 0.25-0.42)
     # the sampled noise was inflated by the draws' own roughness (-0.66 nats)
-    noise_gp_below: float | None = None
+    noise_gp_below: float | None = 0.5
     # noise="gp": where the noise is held, the predictive also adds that GP's latent posterior
     # variance given the training inputs (bnnkit.functional.widening.PriorWidening, as fsgld's):
     # small at the data, the GP's prior variance far from it.  Why: a held noise far below the
     # sampled one made yacht's tail splits over-confident (NLL 108 -> 11,289 on one)
-    noise_widen: bool = False
+    noise_widen: bool = True
     noise_init: float = 0.5
     # rate 1e-3, not 0.1: the prior's -rate * tau term pulled a nearly noiseless target's sampled
     # noise sd up to ~0.05 (yacht, energy); on noisy sets the residuals swamp either rate

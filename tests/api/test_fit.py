@@ -359,6 +359,11 @@ def test_the_auto_noise_rule_holds_a_nearly_noiseless_targets_noise_and_samples_
     import dataclasses
 
     auto = dataclasses.replace(SHORT, noise="auto", map_max_steps=2000, map_patience=10)
+    assert (SamplerRecipe().noise, SamplerRecipe().noise_gp_below, SamplerRecipe().noise_widen) == (
+        "gp",
+        0.5,
+        True,
+    )
     for noise_sd, held, _x, _y, f in _smooth_target_fits(auto, (0.0, 0.5)):
         conv = f.draws.config["convergence"]
         ratio = conv["map_heldout_rmse"]  # standardised targets: the ratio to their sd
@@ -377,7 +382,10 @@ def test_the_gp_noise_rule_holds_a_nearly_noiseless_targets_noise_at_the_gps_est
     stays sampled; noise_gp_below and noise_widen as documented."""
     import dataclasses
 
-    gp = dataclasses.replace(SHORT, noise="gp", map_max_steps=2000, map_patience=10)
+    # the rule alone (the default also asks noise_gp_below=0.5 and noise_widen=True)
+    gp = dataclasses.replace(
+        SHORT, noise="gp", noise_gp_below=None, noise_widen=False, map_max_steps=2000, map_patience=10
+    )
     for noise_sd, held, x, y, f in _smooth_target_fits(gp, (0.02, 0.5)):
         conv = f.draws.config["convergence"]
         assert (conv["noise_held"] is not None) == held, (noise_sd, conv["map_heldout_rmse"])
@@ -549,7 +557,9 @@ def test_a_classifier_or_a_fixed_noise_is_never_held():
             got = held_noise(SamplerRecipe(noise=rule), post, 0.01, y + torch.arange(10.0))
             assert got == expect, (lik, rule)
         x = torch.linspace(-1, 1, 10).unsqueeze(1)
-        got = held_noise(SamplerRecipe(noise="gp"), post, 0.01, y + torch.arange(10.0), x=x)
+        got = held_noise(
+            SamplerRecipe(noise="gp", noise_gp_below=None), post, 0.01, y + torch.arange(10.0), x=x
+        )
         assert (got is None) == (expect is None), lik  # a GP's noise, floored at 0.01
         assert got is None or got >= 0.01
         assert held_noise(SamplerRecipe(), post, 0.01, y) is None  # "sampled"

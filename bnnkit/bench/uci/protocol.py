@@ -22,16 +22,21 @@ from ...api.methods import METHODS
 from ...api.recipe import DEFAULT_RECIPE, SamplerRecipe
 
 # Written into every cell (key "protocol"); --resume and --from-cells take only cells of it (or CARRIED).
-PROTOCOL = 14  # 14: the default recipe's MAP cap 60,000 steps for regression (was 20,000; CHANGELOG)
+PROTOCOL = 15  # 15: the default recipe's noise held at a GP's on nearly noiseless targets (CHANGELOG)
 _BASELINES = frozenset({"ensemble", "mcdropout", "laplace", "bbb"})
 # the methods whose cells an older protocol wrote exactly as this one writes them (same code, same
 # numbers), so --resume and --from-cells take them: protocol version -> methods
-# (13: NUTS and HMC, which run no MAP phase, too); and UNCAPPED, 14 having changed only the MAP
-# cap: a 13 cell whose MAP phases all stopped before 20,000 steps ran as 14 runs it
+# (13: NUTS and HMC, which run no MAP phase, too; 14: also fsgld and fsghmc, which keep their
+# sampled noise under 15's noise rule).  No default or sghmc cell of 14 is carried: it does not
+# record the MAP phase's held-out error that decides whether 15 holds its noise
 CARRIED: Mapping[int, frozenset[str]] = MappingProxyType(
-    {10: _BASELINES, 12: _BASELINES, 13: _BASELINES | {"nuts", "hmc"}}
+    {
+        10: _BASELINES,
+        12: _BASELINES,
+        13: _BASELINES | {"nuts", "hmc"},
+        14: _BASELINES | {"nuts", "hmc", "fsgld", "fsghmc"},
+    }
 )
-UNCAPPED = MappingProxyType({13: 20_000})
 DEFAULT_METHODS = ("default", "ensemble", "mcdropout", "laplace", "bbb")
 
 
