@@ -376,6 +376,32 @@ def test_the_auto_noise_rule_holds_a_nearly_noiseless_targets_noise_and_samples_
             assert f.posterior.likelihood.noise == pytest.approx(ratio)
 
 
+def test_the_default_runs_a_noisy_target_exactly_as_with_its_noise_sampled():
+    """Protocol 15's noise rule fits no GP where the target is not nearly noiseless: the default's
+    draws there are bit for bit those of ``noise="sampled"`` (protocol 14's), which is why the
+    UCI page carries protocol 14's Boston, concrete, wine, kin8nm and protein rows."""
+    import dataclasses
+
+    g = torch.Generator().manual_seed(3)
+    x = torch.rand(120, 2, generator=g) * 4 - 2
+    y = torch.sin(x[:, 0]) + 0.5 * torch.randn(120, generator=g)
+    fits = []
+    for recipe in (
+        SHORT,
+        dataclasses.replace(SHORT, noise="sampled", noise_gp_below=None, noise_widen=False),
+    ):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            fits.append(bnnkit.fit(_net(), (x, y), progress=False, recipe=recipe, seed=0))
+    conv = fits[0].draws.config["convergence"]
+    assert conv["map_heldout_rmse"] > SHORT.noiseless_below  # not nearly noiseless
+    assert conv["noise_held"] is None and "noise_gp" not in conv and "noise_fit" not in conv["seconds"]
+    assert torch.equal(fits[0].draws.positions, fits[1].draws.positions)
+    assert getattr(fits[0].posterior, "predictive_widening", None) is None
+    z = torch.linspace(-5, 5, 7).unsqueeze(1).repeat(1, 2)
+    assert torch.equal(fits[0].predict(z).variance, fits[1].predict(z).variance)
+
+
 def test_the_gp_noise_rule_holds_a_nearly_noiseless_targets_noise_at_the_gps_estimate(tmp_path):
     """noise="gp": held where the MAP phase says nearly noiseless, at a GP's noise, which recovers
     a known noise sd (0.02 on targets of sd ~0.8, in standardised units); a noisy target's noise
@@ -512,7 +538,10 @@ def test_a_nearly_noiseless_target_gets_the_measured_advice_and_a_noisy_one_none
             f = bnnkit.fit(_net(), (x, y), progress=False, recipe=recipe, seed=0)
         assert ("advice" in f.diagnostics) == advised
         assert ("Note: nearly noiseless target" in f.summary()) == advised
-        if advised:
+        if advised:  # the advice says what the noise rule did
+            held = f.draws.config["convergence"]["noise_held"] is not None
+            assert ("held at a GP's estimate" in f.diagnostics["advice"]) == held
+            assert ("the noise stays sampled" in f.diagnostics["advice"]) != held
             f.save(tmp_path / "f.pt")
             assert bnnkit.load(tmp_path / "f.pt", _net()).diagnostics["advice"] == f.diagnostics["advice"]
 
