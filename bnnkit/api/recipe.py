@@ -96,6 +96,9 @@ class SamplerRecipe:
     # the sampling phase's ``burn_in + draws * thin`` steps shrunk (burn-in and thinning alike) to
     # at most this many epochs of the rows (None: no epoch cap)
     sampler_max_epochs: int | None = None
+    # and never below this many steps (None: no floor): an epoch cap cuts the smallest sets
+    # hardest (100 rows at 350 epochs keep 1,400 of 6,000 steps; experiments/sampler_cap.py)
+    sampler_min_steps: int | None = None
     rhat: float = 1.1
     ess: float = 100.0
     check_inputs: int = 100
@@ -173,6 +176,7 @@ class SamplerRecipe:
             ("map_patience_steps_classifier", True),
             ("thin_classifier", True),
             ("noise_gp_points", False),
+            ("sampler_min_steps", True),
         ):
             v = getattr(self, name)
             if (v is not None or not may_be_none) and (
@@ -539,11 +543,12 @@ def sampler_schedule(
 ) -> tuple[int, int]:
     """The sampling phase's ``(burn_in, thin)`` on ``n`` rows: the recipe's (a classifier's thinning
     ``thin_classifier`` where set), or both scaled down by the same factor so that
-    ``burn_in + draws * thin`` is at most ``sampler_max_epochs`` epochs."""
+    ``burn_in + draws * thin`` is at most ``sampler_max_epochs`` epochs (and at least
+    ``sampler_min_steps`` steps, where set)."""
     thin = recipe.thin_classifier if classifier and recipe.thin_classifier is not None else recipe.thin
     if recipe.sampler_max_epochs is None:
         return recipe.burn_in, thin
-    cap = recipe.sampler_max_epochs * -(-n // min(batch_size, n))
+    cap = max(recipe.sampler_max_epochs * -(-n // min(batch_size, n)), recipe.sampler_min_steps or 0)
     f = min(1.0, cap / (recipe.burn_in + recipe.draws * thin))
     return max(1, round(recipe.burn_in * f)), max(1, round(thin * f))
 

@@ -607,6 +607,13 @@ def test_the_epoch_caps_shrink_the_budget_on_few_rows_and_leave_many_rows_alone(
     uncapped = SamplerRecipe(map_max_epochs=None, sampler_max_epochs=None)
     assert map_steps_cap(uncapped, 224, 32) == uncapped.map_max_steps
     assert sampler_schedule(uncapped, 224, 32) == (uncapped.burn_in, uncapped.thin)
+    # a floor in steps: 224 rows keep 3,000 of the 6,000 steps (factor 0.5), not 2,100
+    floored = SamplerRecipe(sampler_max_epochs=300, sampler_min_steps=3000)
+    assert sampler_schedule(floored, 224, 32) == (500, 25)
+    assert sampler_schedule(floored, 455, 32) == sampler_schedule(r, 455, 32)  # the epoch cap binds
+    assert sampler_schedule(floored, 10_000, 32) == (r.burn_in, r.thin)
+    with pytest.raises(BnnkitError, match="sampler_min_steps must be a whole number"):
+        SamplerRecipe(sampler_min_steps=0)
 
 
 def test_a_capped_recipe_runs_the_steps_it_says():
