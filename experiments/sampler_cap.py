@@ -62,6 +62,11 @@ design, now counts as a choice set.
     python -m experiments.sampler_cap --floor --datasets cpus,mpg,Electricity,crabs --splits 5 \\
         --both --data DIR --out experiments/results/sampler_cap_floor_confirm.jsonl
     python -m experiments.sampler_cap --floor --table experiments/results/sampler_cap_floor_*.jsonl
+
+**Round 2's outcome: failed (B')** on airquality's RMSE, 1.065x (NLL -0.075 +- 0.013). (A) and
+(B) held on round 1's cells. The confirmation would have passed: cpus -0.048 +- 0.022, mpg
++0.040 +- 0.027, Electricity -0.098 +- 0.012, crabs -0.048 +- 0.012 nats, RMSE 0.97-1.01x, at
+0.6-0.7x the seconds. Neither round is adopted; protocol 15 stays.
 """
 
 from __future__ import annotations
