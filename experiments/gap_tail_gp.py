@@ -22,7 +22,8 @@ import time
 
 import torch
 
-from bnnkit.api.methods import GP_POINTS, fitted_gp
+from bnnkit.api.gp_fit import fitted_gp
+from bnnkit.api.methods import GP_POINTS
 
 from .functional_kernel import emit, groups
 

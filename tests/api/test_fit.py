@@ -591,7 +591,10 @@ def test_a_classifier_or_a_fixed_noise_is_never_held():
         )
         assert (got is None) == (expect is None), lik  # a GP's noise, floored at 0.01
         assert got is None or got >= 0.01
-        assert held_noise(SamplerRecipe(), post, 0.01, y) is None  # "sampled"
+        assert held_noise(SamplerRecipe(noise="sampled"), post, 0.01, y + torch.arange(10.0)) is None
+        if expect is not None:  # the GP rule needs the training inputs it fits
+            with pytest.raises(BnnkitError, match="needs the training inputs x"):
+                held_noise(SamplerRecipe(noise="gp"), post, 0.01, y + torch.arange(10.0))
 
 
 def test_the_epoch_caps_shrink_the_budget_on_few_rows_and_leave_many_rows_alone():
