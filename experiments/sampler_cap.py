@@ -100,8 +100,8 @@ def main() -> None:
     label = f"{LABEL}_floor{FLOOR}" if a.floor else LABEL
     if a.table:
         rows = read_rows(a.table)
-        # every cell of these sets is below the cap's reach, so "applied" is any cell
-        round_table([{**r, "capped": True} for r in rows], KEY, label, applied="capped")
+        # every cell of these sets is within the cap's reach: each row's label marks it applied
+        round_table(rows, KEY, label, applied=KEY)
         seconds_table(rows)
         return
     import torch
