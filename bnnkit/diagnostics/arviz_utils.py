@@ -8,30 +8,39 @@ import numpy as np
 from torch import Tensor
 
 from ..core.weights import warn_if_degenerate, weight_ess  # noqa: F401 (re-exported)
+from .rank_stats import bulk_ess, rank_rhat
+
+
+def _numpy(draws: Tensor | np.ndarray) -> np.ndarray:
+    arr = (
+        draws.detach().double().cpu().numpy() if isinstance(draws, Tensor) else np.asarray(draws, dtype=float)
+    )
+    if arr.ndim < 2:
+        raise ValueError(f"draws must be shaped [chain, draw, ...], got shape {arr.shape}.")
+    return arr
 
 
 def _dataset(draws: Tensor | np.ndarray):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         import arviz as az
-    arr = (
-        draws.detach().double().cpu().numpy() if isinstance(draws, Tensor) else np.asarray(draws, dtype=float)
-    )
-    if arr.ndim < 2:
-        raise ValueError(f"draws must be shaped [chain, draw, ...], got shape {arr.shape}.")
-    return az, az.convert_to_dataset(arr)
+    return az, az.convert_to_dataset(_numpy(draws))
 
 
 def ess(draws: Tensor | np.ndarray, method: str = "bulk") -> np.ndarray:
-    """Effective sample size per element of ``draws [chain, draw, ...]`` (ArviZ ``ess``)."""
+    """Effective sample size per element of ``draws [chain, draw, ...]`` (ArviZ ``ess``; the bulk
+    ESS computed for all elements at once, :func:`~bnnkit.diagnostics.rank_stats.bulk_ess`, with
+    ArviZ's numbers)."""
+    if method == "bulk":
+        return bulk_ess(_numpy(draws)).reshape(np.shape(draws)[2:])
     az, ds = _dataset(draws)
     return np.asarray(az.ess(ds, method=method)["x"].values)
 
 
 def rhat(draws: Tensor | np.ndarray) -> np.ndarray:
-    """Rank-normalised split R-hat per element of ``draws [chain, draw, ...]`` (ArviZ ``rhat``)."""
-    az, ds = _dataset(draws)
-    return np.asarray(az.rhat(ds)["x"].values)
+    """Rank-normalised split R-hat per element of ``draws [chain, draw, ...]``: ArviZ ``rhat``'s
+    numbers, computed for all elements at once (:func:`~bnnkit.diagnostics.rank_stats.rank_rhat`)."""
+    return rank_rhat(_numpy(draws)).reshape(np.shape(draws)[2:])
 
 
 def psis_loo(log_lik: Tensor | np.ndarray) -> dict[str, float]:

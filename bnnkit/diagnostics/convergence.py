@@ -3,8 +3,9 @@
 Weight-space R-hat of a neural network never converges (the posterior is multimodal and
 symmetric: chains that predict alike sit in different, permuted modes).  What a user needs to
 agree is the *function*: the network's outputs at held-out inputs.  :class:`FunctionSpaceConvergence`
-computes them for every kept draw as the chains run, and asks ArviZ for the rank-normalised split
-R-hat and bulk ESS of every output (Vehtari et al. 2021).  The run stops at the first check where
+computes them for every kept draw as the chains run, and the rank-normalised split R-hat and bulk
+ESS of every output (Vehtari et al. 2021; ArviZ's numbers, :mod:`bnnkit.diagnostics.rank_stats`).
+The run stops at the first check where
 
     max_j R-hat(f_j) <= rhat   and   min_j ESS_bulk(f_j) >= ess
 
