@@ -274,10 +274,22 @@ def run_recipe(
         s.config["convergence"]["map_heldout_rmse"] = held_rmse
         s.config["convergence"]["noise_held"] = noise_held
         s.config["convergence"].update(noise_report)
+        s.config["convergence"]["noise_sampled"] = sampled_noise(posterior, s)
     stacked = _stack_chains(recipe, posterior, s, x, y, held_rmse, seed)
     if stacked is not None:
         s.config["convergence"]["stacking"] = stacked
     return posterior, s
+
+
+def sampled_noise(posterior: Any, s: Any) -> float | None:
+    """The median over the draws of the sampled noise sd (standardised units), or ``None`` where
+    the noise is not sampled: set beside ``map_heldout_rmse`` and ``noise_gp``, it shows how far
+    the draws' own residuals sit from the MAP fit's (a diagnostic; no draw depends on it)."""
+    names = posterior.view.names
+    if "likelihood.log_precision" not in names or s.positions.numel() == 0:
+        return None
+    idx = posterior.view.offsets[names.index("likelihood.log_precision")]
+    return float(torch.exp(-0.5 * s.positions[..., idx].double()).median())
 
 
 STACK_ROWS = 2000  # the chains' leave-one-out fit is scored on at most this many training rows

@@ -90,6 +90,23 @@ class Gaussian(Likelihood):
         tau = 1.0 / self.noise**2
         return sq.mul(-0.5 * tau).add(0.5 * per * (math.log(tau) - LOG_2PI))
 
+    def log_prob_rows_and_grad(
+        self, output: Tensor, target: Tensor, scale: float
+    ) -> tuple[Tensor, Tensor] | None:
+        """:meth:`log_prob_rows` (fixed noise) and the gradient of ``scale * sum(rows)`` with
+        respect to ``output``, without autograd: ``d = -2 fl(c r)``, ``c`` the coefficient autograd
+        forms through ``scale * (const - tau/2 * r^2)`` (:func:`_gradient_coefficient`) and ``fl(c r)``
+        each of the two products its backward of ``r * r`` adds, so ``d`` is autograd's to the last
+        bit (``tests/likelihoods``).  None where that cannot be promised (learnt noise, other
+        dtypes): take autograd's."""
+        if self.learn_noise:
+            return None
+        coef = _gradient_coefficient(scale, 0.5 / self.noise**2, output.dtype)
+        if coef is None:
+            return None
+        r = target - _match(output, target)
+        return self.log_prob_rows(output, target, {}), ((r * coef) * -2.0).reshape(output.shape)
+
     def scaled_log_prob_chains_and_grad(
         self, output: Tensor, target: Tensor, extra: dict[str, Tensor], scale: float
     ) -> tuple[Tensor, Tensor, dict[str, Tensor]]:

@@ -394,6 +394,11 @@ def test_the_default_runs_a_noisy_target_exactly_as_with_its_noise_sampled():
     assert conv["map_heldout_rmse"] > SHORT.noiseless_below  # not nearly noiseless
     assert conv["noise_held"] is None and "noise_gp" not in conv and "noise_fit" not in conv["seconds"]
     assert torch.equal(fits[0].draws.positions, fits[1].draws.positions)
+    # the sampled noise recorded beside the MAP's error: the median of the draws' noise sd
+    post, pos = fits[0].posterior, fits[0].draws.positions
+    idx = post.view.offsets[post.view.names.index("likelihood.log_precision")]
+    sds = sorted(float(v) for v in torch.exp(-0.5 * pos[..., idx].double()).reshape(-1))
+    assert sds[0] <= conv["noise_sampled"] <= sds[-1] and conv["noise_sampled"] in sds
     assert getattr(fits[0].posterior, "predictive_widening", None) is None
     z = torch.linspace(-5, 5, 7).unsqueeze(1).repeat(1, 2)
     assert torch.equal(fits[0].predict(z).variance, fits[1].predict(z).variance)
@@ -419,7 +424,7 @@ def test_the_gp_noise_rule_holds_a_nearly_noiseless_targets_noise_at_the_gps_est
             assert conv["noise_held"] == pytest.approx(truth, rel=0.3)
             assert conv["noise_held"] < conv["map_heldout_rmse"]  # below one network's error
             assert f.posterior.likelihood.noise == pytest.approx(conv["noise_held"])
-            assert conv["noise_gp"] == conv["noise_held"]
+            assert conv["noise_gp"] == conv["noise_held"] and conv["noise_sampled"] is None
             # noise_gp_below: held only where the GP's noise is below that share of the MAP's error
             ratio = conv["noise_gp"] / conv["map_heldout_rmse"]
             for below in (0.5 * ratio, 2 * ratio):

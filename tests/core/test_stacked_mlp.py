@@ -222,3 +222,24 @@ def test_vectorized_sgld_run_is_the_same_with_and_without_the_stacked_route():
             state, _ = k.step(state, stream.next(gen), gen)
         runs.append(state.position)
     torch.testing.assert_close(runs[0], runs[1], rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape", [(4, 32, 1), (3, 9, 2)])
+def test_the_gaussians_row_gradient_in_closed_form_is_autograds_to_the_bit(dtype, shape):
+    """The fixed-noise Gaussian's output gradient the stacked MLP now takes without autograd
+    (``log_prob_rows_and_grad``) is the one autograd formed through ``log_prob_rows``, bit for bit,
+    at minibatch scales N/M that round differently; learnt noise and other dtypes are refused."""
+    g = torch.Generator().manual_seed(7)
+    k, m = shape[:2]
+    out = torch.randn(shape, generator=g, dtype=dtype) * 3
+    y = torch.randn(shape if shape[-1] > 1 else shape[:-1], generator=g, dtype=dtype)
+    for noise, scale in [(0.0147, 277 / 32), (0.3, 1.0), (1.7, 45730 / 32), (0.05, 13 / 7)]:
+        lik = bnnkit.Gaussian(noise)
+        f = out.detach().flatten(0, 1).requires_grad_(True)
+        rows_ref = lik.log_prob_rows(f, y.flatten(0, 1), {})
+        (g_ref,) = torch.autograd.grad((rows_ref.view(k, m).sum(1) * scale).sum(), f)
+        rows, d = lik.log_prob_rows_and_grad(out.flatten(0, 1), y.flatten(0, 1), scale)
+        assert torch.equal(rows, rows_ref.detach()) and torch.equal(d, g_ref), (noise, scale)
+    assert bnnkit.Gaussian(0.3, learn_noise=True).log_prob_rows_and_grad(out, out, 2.0) is None
+    assert bnnkit.Gaussian(0.3).log_prob_rows_and_grad(out.half(), out.half(), 2.0) is None

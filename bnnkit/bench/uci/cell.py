@@ -30,6 +30,7 @@ CONVERGENCE = (
     "map_heldout_rmse",
     "noise_held",
     "noise_gp",
+    "noise_sampled",
     "stacking",
     "step_size",
 )
