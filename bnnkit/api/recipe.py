@@ -273,8 +273,7 @@ def run_recipe(
     if held_rmse is not None:
         s.config["convergence"]["map_heldout_rmse"] = held_rmse
         s.config["convergence"]["noise_held"] = noise_held
-        s.config["convergence"].update(noise_report)
-        s.config["convergence"]["noise_sampled"] = sampled_noise(posterior, s)
+        s.config["convergence"].update(noise_report, noise_sampled=sampled_noise(posterior, s))
     stacked = _stack_chains(recipe, posterior, s, x, y, held_rmse, seed)
     if stacked is not None:
         s.config["convergence"]["stacking"] = stacked
