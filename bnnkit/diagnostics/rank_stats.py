@@ -76,6 +76,8 @@ def rank_rhat(draws: np.ndarray) -> np.ndarray:
     if q.shape[1] < 2 or q.shape[2] < 4:
         return out
     ok = ~np.isnan(q).any(axis=(1, 2))
+    if not ok.any():
+        return out
     split = _split(q[ok])
     bulk = _rhat(_z_scale(split))
     median = np.median(split.reshape(split.shape[0], -1), axis=1)
@@ -93,6 +95,8 @@ def bulk_ess(draws: np.ndarray) -> np.ndarray:
     if q.shape[2] < 4:
         return out
     ok = ~np.isnan(q).any(axis=(1, 2))
+    if not ok.any():
+        return out
     z = _z_scale(_split(q[ok]))
     out[ok] = _ess(z)
     return out

@@ -58,5 +58,8 @@ def test_trailing_dimensions_nan_and_too_few_draws_as_arviz():
     assert np.isnan(rank_rhat(one)).all()
     np.testing.assert_array_equal(bulk_ess(one), _arviz(one)[1])
     assert np.isnan(rank_rhat(x[:, :3])).all() and np.isnan(bulk_ess(x[:, :3])).all()  # 3 draws
+    for empty in (np.full((4, 10, 3), np.nan), np.zeros((4, 10, 0))):  # nothing to compute
+        assert rank_rhat(empty).shape == bulk_ess(empty).shape == (empty.shape[2],)
+        assert np.isnan(rank_rhat(empty)).all() and np.isnan(bulk_ess(empty)).all()
     with pytest.raises(ValueError, match=r"\[chain, draw"):
         rank_rhat(np.zeros(5))
