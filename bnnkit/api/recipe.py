@@ -284,11 +284,10 @@ def sampled_noise(posterior: Any, s: Any) -> float | None:
     """The median over the draws of the sampled noise sd (standardised units), or ``None`` where
     the noise is not sampled: set beside ``map_heldout_rmse`` and ``noise_gp``, it shows how far
     the draws' own residuals sit from the MAP fit's (a diagnostic; no draw depends on it)."""
-    names = posterior.view.names
-    if "likelihood.log_precision" not in names or s.positions.numel() == 0:
+    name = "likelihood.log_precision"
+    if name not in posterior.view.names or s.positions.numel() == 0:
         return None
-    idx = posterior.view.offsets[names.index("likelihood.log_precision")]
-    return float(torch.exp(-0.5 * s.positions[..., idx].double()).median())
+    return float(torch.exp(-0.5 * s.positions[..., posterior.view.slice(name)].double()).median())
 
 
 STACK_ROWS = 2000  # the chains' leave-one-out fit is scored on at most this many training rows

@@ -32,9 +32,9 @@ from scipy.fftpack import next_fast_len  # 5-smooth lengths, as ArviZ pads (scip
 _BLOM = 3 / 8  # Blom's offset of the rank-to-normal-score map
 
 
-def _as_quantities(draws: np.ndarray) -> np.ndarray | None:
-    """Draws ``[C, S, ...]`` as ``[Q, C, S]`` float64, C-contiguous; ``None`` when there are too few
-    chains (< 2) or draws (< 4) for R-hat."""
+def _as_quantities(draws: np.ndarray) -> np.ndarray:
+    """Draws ``[C, S, ...]`` as ``[Q, C, S]`` float64, C-contiguous (Q: the trailing dimensions
+    flattened)."""
     arr = np.asarray(draws, dtype=float)
     if arr.ndim < 2:
         raise ValueError(f"draws must be shaped [chain, draw, ...], got shape {arr.shape}.")

@@ -97,7 +97,7 @@ class Gaussian(Likelihood):
         respect to ``output``, without autograd: ``d = -2 fl(c r)``, ``c`` the coefficient autograd
         forms through ``scale * (const - tau/2 * r^2)`` (:func:`_gradient_coefficient`) and ``fl(c r)``
         each of the two products its backward of ``r * r`` adds, so ``d`` is autograd's to the last
-        bit (``tests/likelihoods``).  None where that cannot be promised (learnt noise, other
+        bit (``tests/core/test_stacked_mlp.py``).  None where that cannot be promised (learnt noise, other
         dtypes): take autograd's."""
         if self.learn_noise:
             return None

@@ -247,7 +247,7 @@ def predict(
     if isinstance(lik, Gaussian):
         f = out.squeeze(-1) if out.ndim == 3 and out.shape[-1] == 1 else out
         if lik.learn_noise:
-            idx = posterior.view.offsets[posterior.view.names.index("likelihood.log_precision")]
+            idx = posterior.view.slice("likelihood.log_precision")
             log_tau = torch.cat([d[:, idx] for d in _draw_chunks(samples, 4096)])
             noise_var = torch.exp(-log_tau).reshape(-1, *([1] * (f.ndim - 1)))
         else:
