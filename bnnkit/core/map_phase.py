@@ -73,8 +73,8 @@ def map_phase(
     full = batch_size is None or batch_size >= m
     every = max(1 if full else -(-m // batch_size), min(MIN_CHECK_STEPS, steps))
     patience = patience if patience_steps is None else max(1, min(patience, patience_steps // every))
-    x = x0.detach().clone().requires_grad_(True)
-    opt = torch.optim.Adam([x], lr=lr)
+    x = x0.detach().clone()
+    adam = _Adam(x, lr)
     best = torch.full((k_chains,), -math.inf, dtype=torch.float64)
     best_x = x0.detach().clone()
     best_step = torch.zeros(k_chains, dtype=torch.long)
@@ -91,13 +91,12 @@ def map_phase(
             picks = [torch.randint(m, (batch_size,), generator=gens[c], device=gens[c].device) for c in live]
             rows = torch.gather(rows, 1, torch.stack(picks).to(device))
         step += 1
-        x.grad = -_gradient(target, x.detach(), (inputs[rows], targets[rows]), live, stochastic, gens[0])
-        opt.step()
+        adam.step(x, -_gradient(target, x, (inputs[rows], targets[rows]), live, stochastic, gens[0]))
         if held is not None and (step % every == 0 or step == steps):
-            score = score_of(x.detach(), live)  # the chains of this step (-inf for the others)
+            score = score_of(x, live)  # the chains of this step (-inf for the others)
             better = (score > best) & active
             best = torch.where(better, score, best)
-            best_x[better.to(device)] = x.detach()[better.to(device)]
+            best_x[better.to(device)] = x[better.to(device)]
             best_step[better] = step
             since = torch.where(better, torch.zeros_like(since), since + active.long())
             done = active & (since >= patience)
@@ -109,10 +108,30 @@ def map_phase(
     ran[active] = step
     held_mse = None
     if held is None:
-        best_x, best_step = x.detach().clone(), ran.clone()
+        best_x, best_step = x.clone(), ran.clone()
     else:
         held_mse = _held_out_mse(posterior, best_x, held)
     return best_x, [(int(b), int(r)) for b, r in zip(best_step, ran)], held_mse
+
+
+class _Adam:
+    """``torch.optim.Adam(lr=lr)``'s step on one tensor, in place, through PyTorch's functional
+    ``torch.optim.adam.adam`` with the state and arguments the optimiser would pass it, so the
+    iterates are the optimiser's to the bit.  Why not the optimiser itself: its per-step
+    bookkeeping (hooks, profiler records, grad-mode switches) was about 40 % of the update's time
+    on a small MLP's 4 x 10,901 numbers (``benchmarks/bench_diagnostics.py``)."""
+
+    def __init__(self, x: Tensor, lr: float):
+        from torch.optim.adam import adam
+
+        self.adam, self.lr = adam, lr
+        self.avg, self.avg_sq = torch.zeros_like(x), torch.zeros_like(x)
+        self.steps = torch.tensor(0.0, dtype=torch.get_default_dtype())  # where the optimiser keeps it
+
+    def step(self, x: Tensor, grad: Tensor) -> None:
+        with torch.no_grad():
+            self.adam([x], [grad], [self.avg], [self.avg_sq], [], [self.steps], amsgrad=False,
+                      beta1=0.9, beta2=0.999, lr=self.lr, weight_decay=0.0, eps=1e-8, maximize=False)  # fmt: skip
 
 
 def _gradient(target, x: Tensor, batch, live: Tensor, stochastic: bool, gen: torch.Generator) -> Tensor:
