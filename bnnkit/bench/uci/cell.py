@@ -31,6 +31,7 @@ CONVERGENCE = (
     "noise_held",
     "noise_gp",
     "noise_sampled",
+    "noise_drift",
     "stacking",
     "step_size",
 )
