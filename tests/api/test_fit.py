@@ -336,6 +336,7 @@ def test_a_recipe_with_an_unknown_noise_rule_is_refused_before_any_work():
         (dict(noise_gp_points=None), r"noise_gp_points must be a whole number >= 1, got None"),
         (dict(noise_gp_below=0.0), r"noise_gp_below must be a positive fraction or None"),
         (dict(noise_widen="yes"), r"noise_widen must be True or False, got 'yes'"),
+        (dict(noise_drift_above=0.0), r"noise_drift_above must be a positive multiple or None"),
     ):
         with pytest.raises(BnnkitError, match=match):
             SamplerRecipe(**bad)
@@ -449,6 +450,42 @@ def test_the_gp_noise_rule_holds_a_nearly_noiseless_targets_noise_at_the_gps_est
             assert torch.allclose(
                 bnnkit.load(tmp_path / "w.pt", _net()).predict(far).variance, f3.predict(far).variance
             )
+
+
+def test_noise_drift_samples_again_with_the_gps_noise_held_exactly_as_holding_it_from_the_start():
+    """noise_drift_above: where the GP's noise was not held and the draws' sampled noise is above
+    that multiple of the MAP phase's error, the sampling phase runs again from the same warm
+    starts and seed with the GP's noise held (and its widening): the draws are then those of the
+    recipe that held the GP's noise from the start, bit for bit; below the multiple nothing changes."""
+    sampled = dataclasses.replace(SHORT, noise_gp_below=1e-9, map_max_steps=2000, map_patience=10)
+    held = dataclasses.replace(sampled, noise_gp_below=None)
+    fits = {}
+    for name, recipe in (
+        ("sampled", sampled),
+        ("never", dataclasses.replace(sampled, noise_drift_above=1e9)),
+        ("drift", dataclasses.replace(sampled, noise_drift_above=1e-9)),
+        ("held", held),
+    ):
+        (_sd, nearly_noiseless, x, _y, f) = next(_smooth_target_fits(recipe, (0.02,)))
+        fits[name] = f
+    conv = {k: f.draws.config["convergence"] for k, f in fits.items()}
+    assert conv["sampled"]["noise_held"] is None and conv["sampled"]["noise_drift"] is None
+    # above every ratio: nothing changes
+    assert torch.equal(fits["never"].draws.positions, fits["sampled"].draws.positions)
+    assert conv["never"]["noise_drift"] is None
+    # below it: sampled again with the GP's noise held, as the held recipe from the start
+    drift = conv["drift"]["noise_drift"]
+    assert drift["noise_sampled"] == conv["sampled"]["noise_sampled"] == conv["drift"]["noise_sampled"]
+    assert drift["ratio"] == pytest.approx(
+        conv["sampled"]["noise_sampled"] / conv["sampled"]["map_heldout_rmse"]
+    )
+    assert drift["first_run"]["draws_per_chain"] == conv["sampled"]["draws_per_chain"]
+    assert conv["drift"]["noise_held"] == conv["drift"]["noise_gp"] == conv["held"]["noise_held"]
+    assert "likelihood.log_precision" not in fits["drift"].posterior.view.names
+    assert torch.equal(fits["drift"].draws.positions, fits["held"].draws.positions)
+    z = torch.tensor([[30.0, 30.0]])  # far from the data: the GP's widening is there too
+    assert torch.equal(fits["drift"].predict(z).variance, fits["held"].predict(z).variance)
+    assert getattr(fits["drift"].posterior, "predictive_widening", None) is not None
 
 
 def test_stacked_chains_weight_the_predictive_and_survive_save_and_load(tmp_path):
