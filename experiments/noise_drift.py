@@ -47,6 +47,27 @@ number between energy's highest ratio (1.05) and economics' lowest (1.27).
 - Adopt (protocol 16, ``DEFAULT_RECIPE.noise_drift_above = 1.15``) only if (A), (d) and (a)-(c)
   hold.  The seconds (a second sampling phase where it applies) are reported and do not decide.
 
+**Outcome (2026-12-07): passed every gate, adopted as protocol 16.**  ``--table`` over the three
+cell files (the choice's current random cells are the measuring run's, commit d9c2a71; every
+other pair ran in one process at commit 02559e6):
+
+| set | kind | applied | paired NLL change | RMSE | gate |
+|---|---|---|---|---|---|
+| economics | random | 10 / 10 | -0.609 +- 0.013 | 0.925x | (A) met |
+| DM | random | 10 / 10 | -0.508 +- 0.009 | 1.026x | (A) met |
+| economics | gap / tail | 5 / 5, 4 / 5 | -0.606 +- 0.169 / -33.6 +- 20.2 | 0.62x / 0.84x | (d) met |
+| DM | gap / tail | 3 / 3, 3 / 3 | -0.403 +- 0.068 / -72.5 +- 42.3 | 0.93x / 1.07x | (d) met |
+| co2 | random | 10 / 10 | -0.037 +- 0.006 | 1.001x | (a) met |
+| Pound | random | 10 / 10 | -0.514 +- 0.014 | 1.007x | (a) met |
+| Yen | random | 9 / 10 | -0.380 +- 0.046 | 0.996x | (a) met |
+| OldMaps | random | 4 / 10 | -0.009 +- 0.005 | 1.006x | minority; (b) met |
+| PatentsRD, BudgetItaly | random | 0 / 10 each | 0 (every score equal) | 1.000x | (b) met |
+
+(c): applied on a majority of three confirmation sets; pooled over the 33 confirmation cells
+where it applied, -0.285 +- 0.039.  Energy's ten UCI default cells, rerun with the candidate
+(``--datasets energy --data ../shared/data``, ``noise_drift_energy_unchanged.jsonl``), equal the
+full run's in every score: the rule never applied (ratio 0.68-1.045).
+
 Commands::
 
     python -m experiments.noise_drift --datasets economics,DM --splits 10 \\

@@ -486,6 +486,8 @@ def test_noise_drift_samples_again_with_the_gps_noise_held_exactly_as_holding_it
     z = torch.tensor([[30.0, 30.0]])  # far from the data: the GP's widening is there too
     assert torch.equal(fits["drift"].predict(z).variance, fits["held"].predict(z).variance)
     assert getattr(fits["drift"].posterior, "predictive_widening", None) is not None
+    assert "were sampled again with the noise held" in fits["drift"].summary()
+    assert SamplerRecipe().noise_drift_above == 1.15  # the default since protocol 16
 
 
 def test_stacked_chains_weight_the_predictive_and_survive_save_and_load(tmp_path):

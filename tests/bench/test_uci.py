@@ -297,18 +297,37 @@ def test_first_split_runs_the_single_runs_later_splits(tmp_path):
             )
 
 
+def test_a_protocol_15_default_cell_is_taken_only_where_16s_drift_rule_cannot_apply():
+    """16 samples again only where a GP was fitted, its noise not held, and the draws' sampled noise
+    above 1.15x the MAP phase's held-out RMSE; a 15 cell records all three."""
+    from bnnkit.bench.uci.records import same_run
+
+    base = dict(dataset="energy", split=0, method="default", seed=0, quick=False, protocol=15)
+    noisy = dict(base, map_heldout_rmse=0.3, noise_gp=None, noise_held=None, noise_sampled=0.3)
+    held = dict(base, map_heldout_rmse=0.03, noise_gp=0.01, noise_held=0.01, noise_sampled=None)
+    below = dict(base, map_heldout_rmse=0.04, noise_gp=0.03, noise_held=None, noise_sampled=0.046)
+    drifted = dict(below, noise_sampled=0.047)  # 1.175x
+    for cell, taken in ((noisy, True), (held, True), (below, True), (drifted, False)):
+        assert same_run(cell, 0, False) == taken, cell
+        assert same_run(dict(cell, method="sghmc"), 0, False) == taken
+    assert not same_run(dict(below, noise_sampled=None), 0, False)  # a cell that cannot say
+    assert not same_run(dict(base), 0, False)  # nor one without the MAP phase's record
+    assert not same_run(dict(below, protocol=14), 0, False)
+
+
 def test_protocol_14_cells_are_taken_only_for_methods_15_runs_the_same():
     from bnnkit.bench.uci.records import same_run
 
     def cell(method, protocol=14):
         return dict(dataset="yacht", split=2, method=method, seed=2, quick=False, protocol=protocol)
 
-    assert PROTOCOL == 15
+    assert PROTOCOL == 16
     for method in ("ensemble", "mcdropout", "laplace", "bbb", "nuts", "hmc", "fsgld", "fsghmc"):
-        assert same_run(cell(method), 0, False), method  # 15 runs them as 14 did
+        assert same_run(cell(method), 0, False), method  # 16 and 15 run them as 14 did
+        assert same_run(cell(method, protocol=15), 0, False), method
     # 15 may hold their noise, and a 14 cell does not say whether it would have
     assert not same_run(cell("default"), 0, False) and not same_run(cell("sghmc"), 0, False)
-    assert same_run(cell("default", protocol=15), 0, False)
+    assert same_run(cell("default", protocol=16), 0, False)
     assert not same_run(cell("ensemble"), 0, True)  # not in quick mode
     assert not same_run(cell("fsgld", protocol=13), 0, False)  # 13's fsgld ran another MAP cap
     assert same_run(cell("nuts", protocol=13), 0, False)

@@ -22,21 +22,24 @@ from ...api.methods import METHODS
 from ...api.recipe import DEFAULT_RECIPE, SamplerRecipe
 
 # Written into every cell (key "protocol"); --resume and --from-cells take only cells of it (or CARRIED).
-PROTOCOL = 15  # 15: the default recipe's noise held at a GP's on nearly noiseless targets (CHANGELOG)
+PROTOCOL = 16  # 16: the default samples again with the GP's noise held where its sampled noise drifted (CHANGELOG)
 _BASELINES = frozenset({"ensemble", "mcdropout", "laplace", "bbb"})
 # the methods whose cells an older protocol wrote exactly as this one writes them (same code, same
 # numbers), so --resume and --from-cells take them: protocol version -> methods
 # (13: NUTS and HMC, which run no MAP phase, too; 14: also fsgld and fsghmc, which keep their
 # sampled noise under 15's noise rule).  No default or sghmc cell of 14 is carried: it does not
-# record the MAP phase's held-out error that decides whether 15 holds its noise
+# record the MAP phase's held-out error that decides whether 15 holds its noise.  A default or
+# sghmc cell of 15 is carried where 16's drift rule cannot have applied (drift_cannot_apply)
 CARRIED: Mapping[int, frozenset[str]] = MappingProxyType(
     {
         10: _BASELINES,
         12: _BASELINES,
         13: _BASELINES | {"nuts", "hmc"},
         14: _BASELINES | {"nuts", "hmc", "fsgld", "fsghmc"},
+        15: _BASELINES | {"nuts", "hmc", "fsgld", "fsghmc"},
     }
 )
+_RECIPE_METHODS = frozenset({"default", "sghmc"})  # the methods that run bnnkit.api.recipe.run_recipe
 DEFAULT_METHODS = ("default", "ensemble", "mcdropout", "laplace", "bbb")
 
 
@@ -86,6 +89,22 @@ QUICK = UCIProtocol(
         }
     ),
 )
+
+
+def drift_cannot_apply(cell: Mapping[str, Any]) -> bool:
+    """Whether a protocol-15 cell of the default (or sghmc) is what protocol 16 writes: 16 differs
+    only where a GP was fitted for the noise (``noise_gp``), its noise was not held and the draws'
+    median sampled noise is above ``noise_drift_above`` times the MAP phase's held-out RMSE (then it
+    samples again, :attr:`bnnkit.api.recipe.SamplerRecipe.noise_drift_above`), and a 15 cell records
+    all three."""
+    if cell.get("protocol") != 15 or cell.get("method") not in _RECIPE_METHODS:
+        return False
+    if cell.get("noise_gp") is None or cell.get("noise_held") is not None:
+        return "map_heldout_rmse" in cell  # no GP, or its noise held: the rule cannot apply
+    sampled, held_rmse = cell.get("noise_sampled"), cell.get("map_heldout_rmse")
+    if sampled is None or held_rmse is None:
+        return False
+    return not sampled > DEFAULT_RECIPE.noise_drift_above * held_rmse
 
 
 def uses_gp_noise(method: str) -> bool:

@@ -14,7 +14,7 @@ from typing import Any
 from ...core.errors import BnnkitError
 from ...core.files import read_records
 from ...data.uci import uci_dataset_name
-from .protocol import CARRIED, PROTOCOL, uses_gp_noise
+from .protocol import CARRIED, PROTOCOL, drift_cannot_apply, uses_gp_noise
 
 CELLS_FILE = "uci_cells.jsonl"
 # the files by which a folder is known as a UCI bench output (bnnkit.core.files.output_folder)
@@ -26,7 +26,7 @@ def same_run(cell: dict[str, Any], seed: int, quick: bool, split_kind: str = "ra
     """Whether ``cell`` is what a run with these arguments writes for it (an older protocol's cell
     of a method that protocol ran as this one does, :data:`CARRIED`, counts)."""
     version = cell.get("protocol")
-    carried = not quick and cell.get("method") in CARRIED.get(version, frozenset())
+    carried = not quick and (cell.get("method") in CARRIED.get(version, frozenset()) or drift_cannot_apply(cell))
     current = version == PROTOCOL or carried
     return (
         current
