@@ -452,7 +452,7 @@ def test_the_gp_noise_rule_holds_a_nearly_noiseless_targets_noise_at_the_gps_est
             )
 
 
-def test_noise_drift_samples_again_with_the_gps_noise_held_exactly_as_holding_it_from_the_start():
+def test_noise_drift_samples_again_with_the_gps_noise_held_exactly_as_holding_it_from_the_start(tmp_path):
     """noise_drift_above: where the GP's noise was not held and the draws' sampled noise is above
     that multiple of the MAP phase's error, the sampling phase runs again from the same warm
     starts and seed with the GP's noise held (and its widening): the draws are then those of the
@@ -487,6 +487,16 @@ def test_noise_drift_samples_again_with_the_gps_noise_held_exactly_as_holding_it
     assert torch.equal(fits["drift"].predict(z).variance, fits["held"].predict(z).variance)
     assert getattr(fits["drift"].posterior, "predictive_widening", None) is not None
     assert "were sampled again with the noise held" in fits["drift"].summary()
+    # streamed to a folder: the second run in its own subfolder; called again, both are read back
+    drift = dataclasses.replace(sampled, noise_drift_above=1e-9)
+    for _ in range(2):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            streamed = bnnkit.fit(
+                _net(), (x, _y), progress=False, recipe=drift, seed=0, output=str(tmp_path / "run")
+            )
+        assert torch.equal(streamed.draws.positions, fits["drift"].draws.positions)
+    assert (tmp_path / "run" / "noise_held").is_dir()
     assert SamplerRecipe().noise_drift_above == 1.15  # the default since protocol 16
 
 
