@@ -118,8 +118,8 @@ class _Adam:
     """``torch.optim.Adam(lr=lr)``'s step on one tensor, in place, through PyTorch's functional
     ``torch.optim.adam.adam`` with the state and arguments the optimiser would pass it, so the
     iterates are the optimiser's to the bit.  Why not the optimiser itself: its per-step
-    bookkeeping (hooks, profiler records, grad-mode switches) made the step 1.3x slower on a small
-    MLP's 4 x 10,901 numbers (``benchmarks/bench_diagnostics.py``)."""
+    bookkeeping (hooks, profiler records, grad-mode switches) made the step 1.3-1.6x slower on a
+    small MLP's 4 x 10,901 numbers (``benchmarks/bench_diagnostics.py``)."""
 
     def __init__(self, x: Tensor, lr: float):
         from torch.optim.adam import adam
