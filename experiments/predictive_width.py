@@ -34,20 +34,29 @@ def main() -> None:
         warnings.simplefilter("ignore")
         f = bnnkit.fit(net, (d.x_train, d.y_train), seed=a.split, progress=False)
     pred = f.predict(d.x_test)
-    log_tau = f.draws.params["likelihood.log_precision"]
     print("test RMSE", float(((pred.mean - d.y_test) ** 2).mean().sqrt()))
-    print("aleatoric sd", float(pred.aleatoric_variance.mean().sqrt()))
-    print("epistemic sd", float(pred.epistemic_variance.mean().sqrt()))
     print(
-        "noise sd per chain (first, last draw)",
-        [
-            (
-                round(math.exp(-0.5 * float(log_tau[c, 0])), 4),
-                round(math.exp(-0.5 * float(log_tau[c, -1])), 4),
-            )
-            for c in range(log_tau.shape[0])
-        ],
+        "aleatoric sd (the noise, and a held noise's GP widening)",
+        float(pred.aleatoric_variance.mean().sqrt()),
     )
+    print("epistemic sd (the spread of the draws' means)", float(pred.epistemic_variance.mean().sqrt()))
+    conv = f.draws.config["convergence"]
+    if "likelihood.log_precision" not in f.draws.params:  # the noise held (protocols 15 and 16)
+        held = conv["noise_held"] * f.scaling.y_std if f.scaling.y_std is not None else conv["noise_held"]
+        widen = (pred.aleatoric_variance.mean() - held**2).clamp_min(0).sqrt()
+        print("noise held at", held, "widening sd", float(widen), "sampled again:", conv.get("noise_drift"))
+    else:
+        log_tau = f.draws.params["likelihood.log_precision"]
+        print(
+            "noise sd per chain (first, last draw)",
+            [
+                (
+                    round(math.exp(-0.5 * float(log_tau[c, 0])), 4),
+                    round(math.exp(-0.5 * float(log_tau[c, -1])), 4),
+                )
+                for c in range(log_tau.shape[0])
+            ],
+        )
     print("mean |z|", float(((d.y_test - pred.mean) / pred.stddev).abs().mean()))
     train = f.predict(d.x_train)
     print("train RMSE", float(((train.mean - d.y_train) ** 2).mean().sqrt()))
