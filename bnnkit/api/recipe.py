@@ -43,7 +43,7 @@ budget is spent:
 6. Where the noise was so sampled on a nearly noiseless target (protocol 16), the sampling phase
    runs again, from the same warm starts and seed, with the noise held at that GP's noise and the
    predictive widened as in step 5 if the draws' median sampled noise sd is above
-   ``noise_drift_above`` times the MAP phase's held-out RMSE (:func:`_noise_drift`; the first
+   ``noise_drift_above`` times the MAP phase's held-out RMSE (:func:`noise_drifted`; the first
    run's draws are dropped, its record kept in ``config["convergence"]["noise_drift"]``).
 
 The recipe is one frozen config with no per-data-set field: it may depend on the training rows
@@ -251,11 +251,15 @@ def run_recipe(
     step = sampler_step_size(recipe, held_rmse, y)
     phase = (recipe, x, y, m, step, sampler, seed, progress)
     s, rule = _sampling_phase(*phase, posterior, init, output)
-    drift = _noise_drift(recipe, posterior, s, held_rmse, noise_held, noise_report)
-    if drift is not None:  # sampled again, the noise held at the GP's estimate
+    sd = None if held_rmse is None else sampled_noise(posterior, s)  # the first run's, recorded either way
+    drift = None
+    if noise_drifted(
+        recipe, held_rmse, noise_held, "noise_gp" in noise_report, sd
+    ):  # again, the GP's noise held
+        first_run = {**rule.last, "stopped": s.config.get("stopped")}
+        drift = {"noise_sampled": sd, "ratio": sd / held_rmse, "first_run": first_run}
         noise_held = noise_report["noise_gp"]
         posterior, init = _held_noise_posterior(recipe, sampled, init_sampled, noise_held, gp, x, seed)
-        drift["first_run"] = {**rule.last, "stopped": s.config.get("stopped")}
         s, rule = _sampling_phase(*phase, posterior, init, None if output is None else f"{output}/noise_held")
     # where the seconds went (on a GPU the MAP phase's held-out scores synchronise at every score)
     seconds = {"map_phase": t_noise - t_map, "sampling": time.perf_counter() - t_sample}
@@ -272,7 +276,7 @@ def run_recipe(
     if held_rmse is not None:
         s.config["convergence"]["map_heldout_rmse"] = held_rmse
         s.config["convergence"]["noise_held"] = noise_held
-        noise_report["noise_sampled"] = drift["noise_sampled"] if drift else sampled_noise(posterior, s)
+        noise_report["noise_sampled"] = sd
         s.config["convergence"].update(noise_report, noise_drift=drift)
     stacked = _stack_chains(recipe, posterior, s, x, y, held_rmse, seed)
     if stacked is not None:
@@ -330,24 +334,26 @@ def _sampling_phase(
     return s, rule
 
 
-def _noise_drift(
+def noise_drifted(
     recipe: SamplerRecipe,
-    posterior: Any,
-    s: Any,
     held_rmse: float | None,
     noise_held: float | None,
-    noise_report: dict,
-) -> dict | None:
-    """Where ``noise_drift_above`` says the sampling phase runs again with the noise held (a GP was
-    fitted for a nearly noiseless target, its noise was not held, and the draws' median sampled
-    noise sd is above ``noise_drift_above`` times the MAP phase's held-out RMSE): the record of
-    why (``noise_sampled`` and its ``ratio`` to that RMSE); else None."""
-    if recipe.noise_drift_above is None or noise_held is not None or "noise_gp" not in noise_report:
-        return None
-    sd = sampled_noise(posterior, s)
-    if sd is None or held_rmse is None or not sd > recipe.noise_drift_above * held_rmse:
-        return None
-    return {"noise_sampled": sd, "ratio": sd / held_rmse}
+    gp_fitted: bool,
+    sampled_sd: float | None,
+) -> bool:
+    """Whether ``noise_drift_above`` sends the chains back to be sampled again with the noise held:
+    a GP was fitted for the noise (a nearly noiseless target), its noise was not held, and the
+    draws' median sampled noise sd ``sampled_sd`` is above ``noise_drift_above`` times the MAP
+    phase's held-out RMSE ``held_rmse``.  The UCI bench reads a cell's record by the same rule
+    (:func:`bnnkit.bench.uci.protocol.drift_cannot_apply`)."""
+    return (
+        recipe.noise_drift_above is not None
+        and gp_fitted
+        and noise_held is None
+        and sampled_sd is not None
+        and held_rmse is not None
+        and sampled_sd > recipe.noise_drift_above * held_rmse
+    )
 
 
 def sampled_noise(posterior: Any, s: Any) -> float | None:

@@ -19,10 +19,12 @@ from types import MappingProxyType
 from typing import Any
 
 from ...api.methods import METHODS
-from ...api.recipe import DEFAULT_RECIPE, SamplerRecipe
+from ...api.recipe import DEFAULT_RECIPE, SamplerRecipe, noise_drifted
 
 # Written into every cell (key "protocol"); --resume and --from-cells take only cells of it (or CARRIED).
-PROTOCOL = 16  # 16: the default samples again with the GP's noise held where its sampled noise drifted (CHANGELOG)
+PROTOCOL = (
+    16  # 16: the default samples again with the GP's noise held where its sampled noise drifted (CHANGELOG)
+)
 _BASELINES = frozenset({"ensemble", "mcdropout", "laplace", "bbb"})
 # the methods whose cells an older protocol wrote exactly as this one writes them (same code, same
 # numbers), so --resume and --from-cells take them: protocol version -> methods
@@ -30,13 +32,14 @@ _BASELINES = frozenset({"ensemble", "mcdropout", "laplace", "bbb"})
 # sampled noise under 15's noise rule).  No default or sghmc cell of 14 is carried: it does not
 # record the MAP phase's held-out error that decides whether 15 holds its noise.  A default or
 # sghmc cell of 15 is carried where 16's drift rule cannot have applied (drift_cannot_apply)
+_NO_RECIPE = frozenset({"nuts", "hmc", "fsgld", "fsghmc"})  # samplers whose noise no recipe rule holds
 CARRIED: Mapping[int, frozenset[str]] = MappingProxyType(
     {
         10: _BASELINES,
         12: _BASELINES,
         13: _BASELINES | {"nuts", "hmc"},
-        14: _BASELINES | {"nuts", "hmc", "fsgld", "fsghmc"},
-        15: _BASELINES | {"nuts", "hmc", "fsgld", "fsghmc"},
+        14: _BASELINES | _NO_RECIPE,
+        15: _BASELINES | _NO_RECIPE,
     }
 )
 _RECIPE_METHODS = frozenset({"default", "sghmc"})  # the methods that run bnnkit.api.recipe.run_recipe
@@ -93,18 +96,20 @@ QUICK = UCIProtocol(
 
 def drift_cannot_apply(cell: Mapping[str, Any]) -> bool:
     """Whether a protocol-15 cell of the default (or sghmc) is what protocol 16 writes: 16 differs
-    only where a GP was fitted for the noise (``noise_gp``), its noise was not held and the draws'
-    median sampled noise is above ``noise_drift_above`` times the MAP phase's held-out RMSE (then it
-    samples again, :attr:`bnnkit.api.recipe.SamplerRecipe.noise_drift_above`), and a 15 cell records
-    all three."""
-    if cell.get("protocol") != 15 or cell.get("method") not in _RECIPE_METHODS:
+    only where :func:`bnnkit.api.recipe.noise_drifted` sends the chains back, which a 15 cell's
+    record (``noise_gp``, ``noise_held``, ``noise_sampled``, ``map_heldout_rmse``) decides; a cell
+    that cannot say is not taken."""
+    if (
+        cell.get("protocol") != 15
+        or cell.get("method") not in _RECIPE_METHODS
+        or "map_heldout_rmse" not in cell
+    ):
         return False
-    if cell.get("noise_gp") is None or cell.get("noise_held") is not None:
-        return "map_heldout_rmse" in cell  # no GP, or its noise held: the rule cannot apply
+    gp_fitted, held = cell.get("noise_gp") is not None, cell.get("noise_held")
     sampled, held_rmse = cell.get("noise_sampled"), cell.get("map_heldout_rmse")
-    if sampled is None or held_rmse is None:
-        return False
-    return not sampled > DEFAULT_RECIPE.noise_drift_above * held_rmse
+    if gp_fitted and held is None and (sampled is None or held_rmse is None):
+        return False  # the rule could have applied, and the record does not say
+    return not noise_drifted(DEFAULT_RECIPE, held_rmse, held, gp_fitted, sampled)
 
 
 def uses_gp_noise(method: str) -> bool:
