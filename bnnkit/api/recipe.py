@@ -144,6 +144,8 @@ class SamplerRecipe:
     # 16: chosen on economics and DM, confirmed on co2, Pound and Yen (docs/results/
     # default_recipe.md, "Sampled again where the noise drifted"); no UCI cell changes
     noise_drift_above: float | None = 1.15
+    # the pSGLD step per datum of that second sampling phase (None: the first phase's step)
+    drift_step_size: float | None = None
     noise_init: float = 0.5
     # rate 1e-3, not 0.1: the prior's -rate * tau term pulled a nearly noiseless target's sampled
     # noise sd up to ~0.05 (yacht, energy); on noisy sets the residuals swamp either rate
@@ -184,13 +186,13 @@ class SamplerRecipe:
             raise BnnkitError(
                 f"SamplerRecipe.noise_drift_above must be a positive multiple or None, got {self.noise_drift_above!r}."
             )
-        if self.noiseless_step_size is not None and not self.noiseless_step_size > 0:
-            from ..core.errors import BnnkitError
+        for name in ("noiseless_step_size", "drift_step_size"):
+            if getattr(self, name) is not None and not getattr(self, name) > 0:
+                from ..core.errors import BnnkitError
 
-            raise BnnkitError(
-                f"SamplerRecipe.noiseless_step_size must be a positive step per datum or None, "
-                f"got {self.noiseless_step_size!r}."
-            )
+                raise BnnkitError(
+                    f"SamplerRecipe.{name} must be a positive step per datum or None, got {getattr(self, name)!r}."
+                )
 
         for name, may_be_none in (
             ("map_patience_steps_classifier", True),
@@ -260,6 +262,9 @@ def run_recipe(
         drift = {"noise_sampled": sd, "ratio": sd / held_rmse, "first_run": first_run}
         noise_held = noise_report["noise_gp"]
         posterior, init = _held_noise_posterior(recipe, sampled, init_sampled, noise_held, gp, x, seed)
+        if sampler == "psgld" and recipe.drift_step_size is not None:
+            step = recipe.drift_step_size
+            phase = (recipe, x, y, m, step, sampler, seed, progress)
         s, rule = _sampling_phase(*phase, posterior, init, None if output is None else f"{output}/noise_held")
     # where the seconds went (on a GPU the MAP phase's held-out scores synchronise at every score)
     seconds = {"map_phase": t_noise - t_map, "sampling": time.perf_counter() - t_sample}
