@@ -41,7 +41,32 @@ seals) and every target whose noise stays sampled.
 - Adopt (protocol 17, ``DEFAULT_RECIPE.drift_step_size = 3e-4``) only if (A), (d) and (a)-(c)
   hold.  Seconds are reported and do not decide (the step count does not change).
 
-Commands::
+**Outcome (2026-12-08): rejected on gate (d), DM's tail splits.**  ``--table`` over the four cell
+files (every candidate cell at commit 12c9dd6; the current cells are protocol 16's round's, and
+where the candidate applied its first sampling phase equals theirs in R-hat and ESS, and where it
+did not apply every score is equal):
+
+| set | kind | applied | paired NLL change | RMSE | coverage | gate |
+|---|---|---|---|---|---|---|
+| economics | random | 10 / 10 | -0.203 +- 0.009 | 1.007x | 0.998 -> 0.987 | (A) met |
+| DM | random | 10 / 10 | -0.225 +- 0.006 | 0.992x | 1.000 -> 0.997 | (A) met |
+| economics | gap / tail | 5 / 5, 4 / 5 | -0.134 +- 0.091 / -0.207 +- 0.090 | 0.87x / 0.95x | | (d) met |
+| DM | gap | 3 / 3 | -0.084 +- 0.045 | 0.95x | 0.983 -> 0.945 | (d) met |
+| DM | tail | 3 / 3 | **+0.983 +- 0.777** | 1.00x | 0.605 -> 0.545 | **(d) failed** |
+| co2 | random | 10 / 10 | -0.085 +- 0.008 | 1.004x | 0.996 -> 0.983 | (a) met |
+| Pound | random | 10 / 10 | -0.208 +- 0.011 | 0.998x | 1.000 -> 0.996 | (a) met |
+| Yen | random | 9 / 10 | -0.135 +- 0.017 | 0.993x | 0.983 -> 0.962 | (a) met |
+| OldMaps | random | 4 / 10 | -0.013 +- 0.006 | 1.008x | 0.998 -> 0.995 | minority; (b) met |
+
+(c) would have held (pooled over the 33 confirmation cells where it applied: -0.134 +- 0.012).
+DM's tail split 1 went from NLL 15.84 to 18.37 (coverage 0.28 -> 0.21) and split 2 from 5.58 to
+5.93: beyond the data the draws' spread is the predictive's only width that grows, and the smaller
+step shrinks it there as well as inside the data (the failure of the earlier noiseless step and of
+stacking).  Against the ensemble's cells of the same random splits, the candidate would have
+stood at economics +0.058 +- 0.017, DM +0.109 +- 0.008 and co2 +0.009 +- 0.007.  **Not adopted**;
+``SamplerRecipe.drift_step_size`` stays, off by default.
+
+Commands (round 1)::
 
     python -m experiments.drift_step --datasets economics,DM --splits 10 \\
         --data /tmp/heldout-data --out experiments/results/drift_step_choose.jsonl
@@ -52,6 +77,45 @@ Commands::
     python -m experiments.drift_step --table experiments/results/noise_drift_choose.jsonl \\
         experiments/results/noise_drift_confirm.jsonl experiments/results/drift_step_choose.jsonl \\
         experiments/results/drift_step_confirm.jsonl
+
+**Round 2: the smaller step over the same Langevin time.**  After round 1's outcome, four
+exploratory cells on the choice sets (a snapshot with the second phase's burn-in and thinning
+scaled by 1e-3 / 3e-4, not kept): DM tail split 1 NLL 10.43 (current 15.84, round 1 18.37), DM
+tail split 2 4.77 (5.58, 5.93), economics random split 0 4.630 (4.869, 4.675; RMSE 20.4 against
+25.5), DM random split 0 -4.264 (-4.028, -4.251).  A chain at a smaller step that runs as long in
+Langevin time (``eps * steps``) moves as far as before, with less discretisation error; round 1's
+chains at the smaller step moved less, which narrowed the tails.
+
+**The rule of round 2, written before any of its cells except the four above (2026-12-08, the
+commit's time):** candidate ``SamplerRecipe(drift_step_size=3e-4, drift_same_time=True)``: round
+1's step in the second sampling phase, whose burn-in and thinning are the first phase's times
+1e-3 / 3e-4, rounded (3,333 and 167; the same 100 draws a chain at most, the same stopping
+rule).  Elsewhere nothing changes, bit for bit.
+
+- Choice: economics and DM, as round 1: (A) and (d), the same gates, against the same current cells.
+- Confirmation: co2, Pound, Yen and OldMaps, 10 random splits each, against the same current
+  cells: (a), (b) and (c) as round 1.  None of them chose this rule (round 1's cells on them were
+  read before this was written: its smaller step helped their random splits).  And, since tails
+  are where round 1 failed, (d') every gap and tail split of co2, Pound and Yen (16 splits), both
+  recipes in the same process: each (set, kind) group's mean paired NLL change not positive by
+  more than its s.e.
+- The seven UCI sets are unchanged by construction (as round 1).
+- Adopt (protocol 17) only if (A), (d), (a)-(c) and (d') hold.  The second phase is about 3.3x
+  as long where it applies: seconds are reported and do not decide.
+
+Commands (round 2)::
+
+    python -m experiments.drift_step --round 2 --datasets economics,DM --splits 10 \\
+        --data /tmp/heldout-data --out experiments/results/drift_same_time_choose.jsonl
+    python -m experiments.drift_step --round 2 --datasets economics,DM --kinds gap,tail \\
+        --data /tmp/heldout-data --out experiments/results/drift_same_time_choose.jsonl
+    python -m experiments.drift_step --round 2 --datasets co2,Pound,Yen,OldMaps --splits 10 \\
+        --data /tmp/heldout-data --out experiments/results/drift_same_time_confirm.jsonl
+    python -m experiments.drift_step --round 2 --datasets co2,Pound,Yen --kinds gap,tail --both \\
+        --data /tmp/heldout-data --out experiments/results/drift_same_time_confirm.jsonl
+    python -m experiments.drift_step --round 2 --table experiments/results/noise_drift_choose.jsonl \\
+        experiments/results/noise_drift_confirm.jsonl experiments/results/drift_same_time_choose.jsonl \\
+        experiments/results/drift_same_time_confirm.jsonl
 """
 
 from __future__ import annotations
@@ -59,8 +123,10 @@ from __future__ import annotations
 import argparse
 import json
 
-CANDIDATE = {"drift_step_size": 3e-4}
-LABEL = "drift_step"
+ROUNDS = {  # round -> (label, SamplerRecipe fields)
+    1: ("drift_step", {"drift_step_size": 3e-4}),
+    2: ("drift_same_time", {"drift_step_size": 3e-4, "drift_same_time": True}),
+}
 KEY = "drift_step_rule"
 PREVIOUS_KEY, PREVIOUS_LABEL = "noise_drift_rule", "noise_drift"  # protocol 16's round
 
@@ -77,7 +143,7 @@ def as_current(rows: list[dict]) -> list[dict]:
     return out
 
 
-def first_runs_equal(rows: list[dict]) -> bool:
+def first_runs_equal(rows: list[dict], label: str) -> bool:
     """Gate (b)'s second half: where the candidate applied, its first sampling phase's record
     equals the current cell's."""
     from experiments.recipe_cells import cell_key
@@ -85,7 +151,7 @@ def first_runs_equal(rows: list[dict]) -> bool:
     current = {cell_key(r): r for r in rows if r.get(KEY) == "current"}
     ok = True
     for r in rows:
-        if r.get(KEY) == LABEL and r.get("noise_drift") is not None:
+        if r.get(KEY) == label and r.get("noise_drift") is not None:
             c = current.get(cell_key(r))
             if c is None or (c.get("noise_drift") or {}).get("first_run") != r["noise_drift"]["first_run"]:
                 print("first run differs:", cell_key(r))
@@ -99,16 +165,18 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_cell_arguments(ap)
     ap.add_argument("--kinds", default=None, help="gap,tail: run those splits instead of the random ones")
+    ap.add_argument("--round", type=int, default=1, choices=sorted(ROUNDS))
     a = ap.parse_args()
+    label, candidate = ROUNDS[a.round]
     if a.table:
         rows = as_current(read_rows(a.table))
-        round_table(rows, KEY, LABEL, applied="noise_drift")
-        print("first sampling phases equal where it applied:", first_runs_equal(rows))
+        round_table(rows, KEY, label, applied="noise_drift")
+        print("first sampling phases equal where it applied:", first_runs_equal(rows, label))
         return
     import torch
 
     torch.set_num_threads(1)
-    recipes = {"current": {}, LABEL: CANDIDATE} if a.both else {LABEL: CANDIDATE}
+    recipes = {"current": {}, label: candidate} if a.both else {label: candidate}
     if a.kinds:
         gap_tail_cells(a.datasets, a.kinds, "default", a.data, a.out, recipes, KEY)
         return

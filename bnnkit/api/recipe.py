@@ -52,6 +52,7 @@ The recipe is one frozen config with no per-data-set field: it may depend on the
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -144,8 +145,11 @@ class SamplerRecipe:
     # 16: chosen on economics and DM, confirmed on co2, Pound and Yen (docs/results/
     # default_recipe.md, "Sampled again where the noise drifted"); no UCI cell changes
     noise_drift_above: float | None = 1.15
-    # the pSGLD step per datum of that second sampling phase (None: the first phase's step)
+    # the pSGLD step per datum of that second sampling phase (None: the first phase's step), and
+    # whether its burn-in and thinning grow by the first step over this one so that it covers the
+    # same Langevin time (False: the first phase's burn-in and thinning)
     drift_step_size: float | None = None
+    drift_same_time: bool = False
     noise_init: float = 0.5
     # rate 1e-3, not 0.1: the prior's -rate * tau term pulled a nearly noiseless target's sampled
     # noise sd up to ~0.05 (yacht, energy); on noisy sets the residuals swamp either rate
@@ -208,10 +212,11 @@ class SamplerRecipe:
 
                 or_none = " or None" if may_be_none else ""
                 raise BnnkitError(f"SamplerRecipe.{name} must be a whole number >= 1{or_none}, got {v!r}.")
-        if not isinstance(self.noise_widen, bool):
-            from ..core.errors import BnnkitError
+        for name in ("noise_widen", "drift_same_time"):
+            if not isinstance(getattr(self, name), bool):
+                from ..core.errors import BnnkitError
 
-            raise BnnkitError(f"SamplerRecipe.noise_widen must be True or False, got {self.noise_widen!r}.")
+                raise BnnkitError(f"SamplerRecipe.{name} must be True or False, got {getattr(self, name)!r}.")
 
     def config(self) -> dict[str, Any]:
         return asdict(self)
@@ -263,8 +268,8 @@ def run_recipe(
         noise_held = noise_report["noise_gp"]
         posterior, init = _held_noise_posterior(recipe, sampled, init_sampled, noise_held, gp, x, seed)
         if sampler == "psgld" and recipe.drift_step_size is not None:
-            step = recipe.drift_step_size
-            phase = (recipe, x, y, m, step, sampler, seed, progress)
+            second, step = drift_phase(recipe, step)
+            phase = (second, x, y, m, step, sampler, seed, progress)
         s, rule = _sampling_phase(*phase, posterior, init, None if output is None else f"{output}/noise_held")
     # where the seconds went (on a GPU the MAP phase's held-out scores synchronise at every score)
     seconds = {"map_phase": t_noise - t_map, "sampling": time.perf_counter() - t_sample}
@@ -337,6 +342,22 @@ def _sampling_phase(
         output=output,
     )
     return s, rule
+
+
+def drift_phase(recipe: SamplerRecipe, step: float) -> tuple[SamplerRecipe, float]:
+    """The recipe and pSGLD step per datum of the sampling phase run again with the noise held
+    (``drift_step_size``, where set): with ``drift_same_time`` its burn-in and thinning are those
+    of the first phase (step ``step``) times ``step / drift_step_size``, rounded, so that the chain
+    covers the same Langevin time ``eps * steps`` at the smaller step."""
+    if recipe.drift_step_size is None:
+        return recipe, step
+    if not recipe.drift_same_time:
+        return recipe, recipe.drift_step_size
+    k = step / recipe.drift_step_size
+    longer = dataclasses.replace(
+        recipe, burn_in=max(1, round(recipe.burn_in * k)), thin=max(1, round(recipe.thin * k))
+    )
+    return longer, recipe.drift_step_size
 
 
 def noise_drifted(

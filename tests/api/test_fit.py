@@ -336,7 +336,9 @@ def test_a_recipe_with_an_unknown_noise_rule_is_refused_before_any_work():
         (dict(noise_gp_points=None), r"noise_gp_points must be a whole number >= 1, got None"),
         (dict(noise_gp_below=0.0), r"noise_gp_below must be a positive fraction or None"),
         (dict(noise_widen="yes"), r"noise_widen must be True or False, got 'yes'"),
+        (dict(drift_same_time=1), r"drift_same_time must be True or False, got 1"),
         (dict(noise_drift_above=0.0), r"noise_drift_above must be a positive multiple or None"),
+        (dict(drift_step_size=-1e-3), r"drift_step_size must be a positive step per datum or None"),
     ):
         with pytest.raises(BnnkitError, match=match):
             SamplerRecipe(**bad)
@@ -498,6 +500,44 @@ def test_noise_drift_samples_again_with_the_gps_noise_held_exactly_as_holding_it
         assert torch.equal(streamed.draws.positions, fits["drift"].draws.positions)
     assert (tmp_path / "run" / "noise_held").is_dir()
     assert SamplerRecipe().noise_drift_above == 1.15  # the default since protocol 16
+
+
+def test_drift_step_size_sets_the_step_of_the_second_sampling_phase_only():
+    """drift_step_size: the sampling phase run again with the GP's noise held takes that step;
+    its draws are those of the recipe that held the GP's noise from the start at that step, and
+    its first phase (and a fit where the noise never drifted) are untouched."""
+    sampled = dataclasses.replace(SHORT, noise_gp_below=1e-9, map_max_steps=2000, map_patience=10)
+    drift = dataclasses.replace(sampled, noise_drift_above=1e-9)
+    fits = {}
+    for name, recipe in (
+        ("drift", drift),
+        ("drift_step", dataclasses.replace(drift, drift_step_size=3e-4)),
+        ("held_step", dataclasses.replace(sampled, noise_gp_below=None, step_size=3e-4)),
+        ("never", dataclasses.replace(sampled, noise_drift_above=1e9)),
+        ("never_step", dataclasses.replace(sampled, noise_drift_above=1e9, drift_step_size=3e-4)),
+    ):
+        fits[name] = next(_smooth_target_fits(recipe, (0.02,)))[-1]
+    conv = {k: f.draws.config["convergence"] for k, f in fits.items()}
+    assert conv["drift_step"]["noise_drift"]["first_run"] == conv["drift"]["noise_drift"]["first_run"]
+    assert conv["drift_step"]["step_size"] == 3e-4 and "step_size" not in conv["drift"]
+    assert torch.equal(fits["drift_step"].draws.positions, fits["held_step"].draws.positions)
+    assert not torch.equal(fits["drift_step"].draws.positions, fits["drift"].draws.positions)
+    assert torch.equal(fits["never_step"].draws.positions, fits["never"].draws.positions)
+    # drift_same_time: the second phase's burn-in and thinning grow by the steps' ratio
+    k = SHORT.step_size / 3e-4
+    same_time = dataclasses.replace(drift, drift_step_size=3e-4, drift_same_time=True)
+    longer = dataclasses.replace(
+        sampled,
+        noise_gp_below=None,
+        step_size=3e-4,
+        burn_in=round(SHORT.burn_in * k),
+        thin=round(SHORT.thin * k),
+    )
+    a, b = (next(_smooth_target_fits(r, (0.02,)))[-1] for r in (same_time, longer))
+    assert torch.equal(a.draws.positions, b.draws.positions)
+    assert (
+        a.draws.config["convergence"]["noise_drift"]["first_run"] == conv["drift"]["noise_drift"]["first_run"]
+    )
 
 
 def test_stacked_chains_weight_the_predictive_and_survive_save_and_load(tmp_path):
