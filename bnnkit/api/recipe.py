@@ -44,7 +44,10 @@ budget is spent:
    runs again, from the same warm starts and seed, with the noise held at that GP's noise and the
    predictive widened as in step 5 if the draws' median sampled noise sd is above
    ``noise_drift_above`` times the MAP phase's held-out RMSE (:func:`noise_drifted`; the first
-   run's draws are dropped, its record kept in ``config["convergence"]["noise_drift"]``).
+   run's draws are dropped, its record kept in ``config["convergence"]["noise_drift"]``).  That
+   second phase takes the step ``drift_step_size / N`` where it is set, and with
+   ``drift_same_time`` its burn-in and thinning grow by the ratio of the two steps, so that the
+   chain covers the same Langevin time ``eps * steps`` (:func:`drift_phase`).
 
 The recipe is one frozen config with no per-data-set field: it may depend on the training rows
 (their number N), never on which data set they are.

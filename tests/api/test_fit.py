@@ -459,7 +459,9 @@ def test_noise_drift_samples_again_with_the_gps_noise_held_exactly_as_holding_it
     that multiple of the MAP phase's error, the sampling phase runs again from the same warm
     starts and seed with the GP's noise held (and its widening): the draws are then those of the
     recipe that held the GP's noise from the start, bit for bit; below the multiple nothing changes."""
-    sampled = dataclasses.replace(SHORT, noise_gp_below=1e-9, map_max_steps=2000, map_patience=10)
+    sampled = dataclasses.replace(
+        SHORT, noise_gp_below=1e-9, map_max_steps=2000, map_patience=10, drift_step_size=None
+    )
     held = dataclasses.replace(sampled, noise_gp_below=None)
     fits = {}
     for name, recipe in (
@@ -506,15 +508,20 @@ def test_drift_step_size_sets_the_step_of_the_second_sampling_phase_only():
     """drift_step_size: the sampling phase run again with the GP's noise held takes that step;
     its draws are those of the recipe that held the GP's noise from the start at that step, and
     its first phase (and a fit where the noise never drifted) are untouched."""
-    sampled = dataclasses.replace(SHORT, noise_gp_below=1e-9, map_max_steps=2000, map_patience=10)
+    sampled = dataclasses.replace(
+        SHORT, noise_gp_below=1e-9, map_max_steps=2000, map_patience=10, drift_step_size=None
+    )
     drift = dataclasses.replace(sampled, noise_drift_above=1e-9)
     fits = {}
     for name, recipe in (
         ("drift", drift),
-        ("drift_step", dataclasses.replace(drift, drift_step_size=3e-4)),
+        ("drift_step", dataclasses.replace(drift, drift_step_size=3e-4, drift_same_time=False)),
         ("held_step", dataclasses.replace(sampled, noise_gp_below=None, step_size=3e-4)),
         ("never", dataclasses.replace(sampled, noise_drift_above=1e9)),
-        ("never_step", dataclasses.replace(sampled, noise_drift_above=1e9, drift_step_size=3e-4)),
+        (
+            "never_step",
+            dataclasses.replace(sampled, noise_drift_above=1e9, drift_step_size=3e-4, drift_same_time=True),
+        ),
     ):
         fits[name] = next(_smooth_target_fits(recipe, (0.02,)))[-1]
     conv = {k: f.draws.config["convergence"] for k, f in fits.items()}
