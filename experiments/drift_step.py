@@ -190,7 +190,7 @@ def first_runs_equal(rows: list[dict], label: str) -> bool:
 
 
 def main() -> None:
-    from experiments.recipe_cells import add_cell_arguments, gap_tail_cells, read_rows, round_table, uci_cells
+    from experiments.recipe_cells import add_cell_arguments, read_rows, round_table, run_round
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_cell_arguments(ap)
@@ -203,15 +203,9 @@ def main() -> None:
         round_table(rows, KEY, label, applied="noise_drift")
         print("first sampling phases equal where it applied:", first_runs_equal(rows, label))
         return
-    import torch
-
-    torch.set_num_threads(1)
-    recipes = {"current": {}, label: candidate} if a.both else {label: candidate}
-    if a.kinds:
-        gap_tail_cells(a.datasets, a.kinds, "default", a.data, a.out, recipes, KEY)
-        return
-    uci_cells(a.datasets.split(","), list(range(a.splits)), a.data, a.out, recipes, KEY)
-    print(json.dumps({"done": a.datasets}))
+    run_round(a, label, candidate, KEY)
+    if not a.kinds:
+        print(json.dumps({"done": a.datasets}))
 
 
 if __name__ == "__main__":

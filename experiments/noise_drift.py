@@ -99,7 +99,7 @@ def measured_as_current(rows: list[dict]) -> list[dict]:
 
 
 def main() -> None:
-    from experiments.recipe_cells import add_cell_arguments, gap_tail_cells, read_rows, round_table, uci_cells
+    from experiments.recipe_cells import add_cell_arguments, read_rows, round_table, run_round
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_cell_arguments(ap)
@@ -108,15 +108,9 @@ def main() -> None:
     if a.table:
         round_table(measured_as_current(read_rows(a.table)), KEY, LABEL, applied="noise_drift")
         return
-    import torch
-
-    torch.set_num_threads(1)
-    recipes = {"current": {}, LABEL: CANDIDATE} if a.both else {LABEL: CANDIDATE}
-    if a.kinds:
-        gap_tail_cells(a.datasets, a.kinds, "default", a.data, a.out, recipes, KEY)
-        return
-    uci_cells(a.datasets.split(","), list(range(a.splits)), a.data, a.out, recipes, KEY)
-    print(json.dumps({"done": a.datasets}))
+    run_round(a, LABEL, CANDIDATE, KEY)
+    if not a.kinds:
+        print(json.dumps({"done": a.datasets}))
 
 
 if __name__ == "__main__":

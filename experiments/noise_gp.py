@@ -171,7 +171,7 @@ def below_rule(rows: list[dict], below: float, source: str = LABEL) -> list[dict
 
 
 def main() -> None:
-    from experiments.recipe_cells import add_cell_arguments, gap_tail_cells, read_rows, round_table, uci_cells
+    from experiments.recipe_cells import add_cell_arguments, read_rows, round_table, run_round
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_cell_arguments(ap)
@@ -192,16 +192,9 @@ def main() -> None:
             rows if a.below is None else below_rule(rows, a.below, source), KEY, label, applied="noise_held"
         )
         return
-    import torch
-
-    torch.set_num_threads(1)
     candidate = {**CANDIDATE, **({"noise_widen": True} if a.widen else {})}
     candidate |= {} if a.below is None else {"noise_gp_below": a.below}
-    recipes = {"current": {}, label: candidate} if a.both else {label: candidate}
-    if a.kinds:
-        gap_tail_cells(a.datasets, a.kinds, "default", a.data, a.out, recipes, KEY)
-        return
-    uci_cells(a.datasets.split(","), list(range(a.first_split, a.splits)), a.data, a.out, recipes, KEY)
+    run_round(a, label, candidate, KEY, splits=range(a.first_split, a.splits))
 
 
 if __name__ == "__main__":

@@ -76,6 +76,30 @@ def gap_tail_cells(
                           key: label, **cell}, out)  # fmt: skip
 
 
+def run_round(
+    a: Any, label: str, candidate: Mapping[str, Any], key: str, splits: Iterable[int] | None = None
+) -> None:
+    """A recipe round's cells from its parsed options ``a`` (:func:`add_cell_arguments`, and
+    ``--kinds`` where the script has it), single-threaded: the candidate recipe (with ``--both``
+    the current one first) on every gap / tail split of ``--kinds``, else on the random splits
+    ``splits`` (default ``0 .. --splits - 1``), one JSON line per cell with ``key: label``."""
+    import torch
+
+    torch.set_num_threads(1)
+    recipes = {"current": {}, label: candidate} if a.both else {label: candidate}
+    if getattr(a, "kinds", None):
+        gap_tail_cells(a.datasets, a.kinds, "default", a.data, a.out, recipes, key)
+        return
+    uci_cells(
+        a.datasets.split(","),
+        list(range(a.splits) if splits is None else splits),
+        a.data,
+        a.out,
+        recipes,
+        key,
+    )
+
+
 def read_rows(paths: Iterable[str]) -> list[dict]:
     """Every JSON line of the files ``paths``, in order."""
     return [json.loads(line) for p in paths for line in open(p)]

@@ -91,7 +91,7 @@ def seconds_table(rows: list[dict]) -> None:
 
 
 def main() -> None:
-    from experiments.recipe_cells import add_cell_arguments, read_rows, round_table, uci_cells
+    from experiments.recipe_cells import add_cell_arguments, read_rows, round_table, run_round
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_cell_arguments(ap)
@@ -104,12 +104,8 @@ def main() -> None:
         round_table(rows, KEY, label, applied=KEY)
         seconds_table(rows)
         return
-    import torch
-
-    torch.set_num_threads(1)
     candidate = {"sampler_max_epochs": CAP} | ({"sampler_min_steps": FLOOR} if a.floor else {})
-    recipes = {"current": {}, label: candidate} if a.both else {label: candidate}
-    uci_cells(a.datasets.split(","), list(range(a.splits)), a.data, a.out, recipes, KEY)
+    run_round(a, label, candidate, KEY)
 
 
 if __name__ == "__main__":

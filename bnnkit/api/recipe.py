@@ -270,7 +270,7 @@ def run_recipe(
         drift = {"noise_sampled": sd, "ratio": sd / held_rmse, "first_run": first_run}
         noise_held = noise_report["noise_gp"]
         posterior, init = _held_noise_posterior(recipe, sampled, init_sampled, noise_held, gp, x, seed)
-        if sampler == "psgld" and recipe.drift_step_size is not None:
+        if sampler == "psgld":
             second, step = drift_phase(recipe, step)
             phase = (second, x, y, m, step, sampler, seed, progress)
         s, rule = _sampling_phase(*phase, posterior, init, None if output is None else f"{output}/noise_held")
